@@ -1,0 +1,1 @@
+"""The engine: plain Python over the models — states, steps, retries, redaction, describe."""

@@ -1,0 +1,197 @@
+"""``ctx``: what a run (or a revert) uses to checkpoint steps and to say what it is waiting for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from django.db import transaction
+from django.utils import timezone
+
+from ..errors import JobError, LeaseLost
+from ..models import Job, JobStep
+from ..status import EXTERNAL_WAITS, Phase, Status, StepState
+from .redact import describe_exception, redact_text
+from .values import to_json
+
+if TYPE_CHECKING:
+    from ..store import Lease
+
+T = TypeVar("T")
+
+
+class Interrupt(BaseException):
+    """Ends a run early without failing it.
+
+    A ``BaseException``, like ``GeneratorExit``: a job's own ``except Exception`` must not
+    swallow a wait or a cancellation.
+    """
+
+    step_state = StepState.PENDING
+    detail = ""
+
+
+class WaitInterrupt(Interrupt):
+    step_state = StepState.WAITING
+
+    def __init__(self, reason: str, resume_at: datetime | None, status: str) -> None:
+        self.detail = reason
+        self.resume_at = resume_at
+        self.status = status
+
+
+class NeedsUserInterrupt(Interrupt):
+    step_state = StepState.NEEDS_USER
+
+    def __init__(self, message: str, actions: list[dict[str, Any]] | None) -> None:
+        self.detail = message
+        self.actions = actions
+
+
+class RetryLaterInterrupt(Interrupt):
+    def __init__(self, seconds: float, reason: str) -> None:
+        self.seconds = seconds
+        self.detail = reason
+
+
+class CancelInterrupt(Interrupt):
+    pass
+
+
+def _moment(value: datetime | timedelta | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return timezone.now() + value
+    if isinstance(value, datetime) and timezone.is_aware(value):
+        return value
+    raise JobError("invalid_input", f"{name} must be a timezone-aware datetime or a timedelta, not {value!r}.")
+
+
+def _normalise_actions(actions: Any) -> list[dict[str, Any]] | None:
+    if actions is None:
+        return None
+    normalised = []
+    for action in actions:
+        entry = {"id": action, "label": action} if isinstance(action, str) else dict(action)
+        if not isinstance(entry.get("id"), str) or not entry["id"]:
+            raise JobError("invalid_input", f"Each offered action needs a string id, not {action!r}.")
+        entry.setdefault("label", entry["id"])
+        normalised.append(entry)
+    return to_json(normalised, what="The offered actions")
+
+
+class JobContext:
+    """Passed to a kind's ``run(job, ctx)`` and ``revert(job, ctx)``."""
+
+    def __init__(self, lease: Lease, *, reverting: bool) -> None:
+        self._lease = lease
+        self.job: Job = lease.job
+        self.reverting = reverting
+        self.phase = Phase.REVERT if reverting else Phase.RUN
+        self.resume_action: str | None = self.job.resume_action or None
+        self.resume_data: Any = self.job.resume_data
+        self.steps: dict[str, JobStep] = {
+            step.step_id: step for step in JobStep.objects.filter(job_id=self.job.pk, phase=self.phase).order_by("position")
+        }
+
+    @property
+    def attempt(self) -> int:
+        return self.job.attempt
+
+    @property
+    def worker_id(self) -> str:
+        return self._lease.worker_id
+
+    # Steps -------------------------------------------------------------------------------------
+
+    def step(self, step_id: str, fn: Callable[[], T], title: str | None = None, atomic: bool = False) -> T:
+        """Run ``fn`` once for this job and return its result; on replay, return the stored result.
+
+        ``atomic=True`` runs ``fn`` and the checkpoint in one transaction, so a step whose effects
+        are writes to this database happens exactly once.
+        """
+        if not isinstance(step_id, str) or not step_id.strip():
+            raise JobError("invalid_input", f"A step id must be a non-blank string, not {step_id!r}.")
+        step = self.steps.get(step_id)
+        if step is not None and step.state == StepState.DONE:
+            return step.result
+        self.check_cancel()
+        create = step is None
+        if create:
+            position = max((known.position for known in self.steps.values()), default=-1) + 1
+            step = JobStep(job_id=self.job.pk, phase=self.phase, position=position, step_id=step_id, title=title or step_id)
+            self.steps[step_id] = step
+        self._lease.save_step(
+            step, create=create, state=StepState.RUNNING, started_at=timezone.now(), ended_at=None, detail="", error=""
+        )
+        what = f"The result of step {step_id!r}"
+        try:
+            if atomic:
+                with transaction.atomic():
+                    result = to_json(fn(), what=what, code="unserializable_result")
+                    self._done(step, result)
+            else:
+                result = to_json(fn(), what=what, code="unserializable_result")
+                self._done(step, result)
+        except Interrupt as interrupt:
+            self._lease.save_step(step, state=interrupt.step_state, detail=redact_text(interrupt.detail or ""))
+            raise
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            self._lease.save_step(step, state=StepState.FAILED, ended_at=timezone.now(), error=describe_exception(exc))
+            raise
+        return result
+
+    def _done(self, step: JobStep, result: Any) -> None:
+        self._lease.save_step(step, state=StepState.DONE, ended_at=timezone.now(), result=result)
+
+    # Visible state -----------------------------------------------------------------------------
+
+    def log(self, line: Any) -> None:
+        """Add a line to the job's log (redacted and shortened before it is stored)."""
+        self._lease.log(line)
+
+    def progress(self, pct: float) -> None:
+        if isinstance(pct, bool) or not isinstance(pct, (int, float)) or pct != pct:
+            raise JobError("invalid_input", f"Progress must be a number from 0 to 100, not {pct!r}.")
+        self._lease.renew(progress=max(0, min(100, round(pct))))
+
+    def eta(self, at: datetime | timedelta | None) -> None:
+        self._lease.renew(eta_at=_moment(at, "The ETA"))
+
+    # Leaving the run early ---------------------------------------------------------------------
+
+    def _no_waiting_in_revert(self, what: str) -> None:
+        if self.reverting:
+            raise JobError("invalid_input", f"A revert cannot {what}; it runs to its end or fails.")
+
+    def wait_external(
+        self, reason: str, resume_at: datetime | timedelta | None = None, status: str = Status.AWAITING_EXTERNAL
+    ) -> None:
+        """Park the job until ``resume()`` is called or ``resume_at`` comes; the run is re-entered then."""
+        self._no_waiting_in_revert("wait for an outside event")
+        if status not in EXTERNAL_WAITS:
+            allowed = ", ".join(sorted(EXTERNAL_WAITS))
+            raise JobError("invalid_input", f"{status!r} is not a waiting status a run can choose; use one of {allowed}.")
+        raise WaitInterrupt(str(reason), _moment(resume_at, "resume_at"), status)
+
+    def needs_user(self, message: str, actions: Any = None) -> None:
+        """Stop until a person answers; ``actions`` (ids, or dicts with ``id``/``label``) are offered as buttons."""
+        self._no_waiting_in_revert("wait for a person's decision")
+        raise NeedsUserInterrupt(str(message), _normalise_actions(actions))
+
+    def retry_later(self, seconds: float | timedelta, reason: str | None = None) -> None:
+        """Run again in ``seconds``; this is not a failure and uses no attempt."""
+        if isinstance(seconds, timedelta):
+            seconds = seconds.total_seconds()
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
+            raise JobError("invalid_input", f"retry_later needs a delay of zero seconds or more, not {seconds!r}.")
+        raise RetryLaterInterrupt(float(seconds), reason or "")
+
+    def check_cancel(self) -> None:
+        """Stop here if an operator asked to cancel (done automatically at every step boundary)."""
+        if not self.reverting and self._lease.cancel_requested():
+            raise CancelInterrupt()

@@ -1,0 +1,189 @@
+"""Screen summaries: ``describe(job)`` and ``children_summary(parent)``, JSON-ready and redacted."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from ..conf import get_setting
+from ..errors import JobError
+from ..models import Job, JobLog, JobStep
+from ..registry import get_kind
+from ..status import (
+    CANCELLABLE_AT_ONCE,
+    PAUSABLE,
+    RESUMABLE,
+    RETRYABLE,
+    REVERTIBLE,
+    TERMINAL,
+    WAITING,
+    Phase,
+    Status,
+    StepState,
+)
+from .redact import redact
+
+ACTIVE_STEP_STATES = (StepState.RUNNING, StepState.WAITING, StepState.NEEDS_USER, StepState.FAILED)
+SETTLED_UNSUCCESSFULLY = frozenset({Status.FAILED, Status.NEEDS_USER, Status.CANCELLED, Status.REVERTED})
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _load(job: Job | int) -> Job:
+    pk = job.pk if isinstance(job, Job) else job
+    found = Job.objects.filter(pk=pk).first()
+    if found is None:
+        raise JobError("job_not_found", f"Job {pk} does not exist.")
+    return found
+
+
+def step_summary(step: JobStep) -> dict[str, Any]:
+    return {
+        "id": step.step_id,
+        "title": step.title,
+        "phase": step.phase,
+        "state": step.state,
+        "started_at": _iso(step.started_at),
+        "ended_at": _iso(step.ended_at),
+        "detail": step.detail or None,
+        "error": step.error or None,
+        "result": redact(step.result),
+    }
+
+
+def _eta_unknown_reason(job: Job) -> str | None:
+    if job.eta_at:
+        return None
+    if job.status in TERMINAL:
+        return _("The job has ended.")
+    if job.status == Status.QUEUED:
+        if job.next_run_at and job.next_run_at > timezone.now():
+            return _("Scheduled to run again at %(at)s.") % {"at": job.next_run_at.isoformat()}
+        return _("Waiting for a worker to pick it up.")
+    if job.status == Status.NEEDS_USER:
+        return _("Waiting for a person's decision.")
+    if job.status == Status.PAUSED:
+        return _("Paused until an operator resumes it.")
+    if job.status in WAITING:
+        return _("Depends on an outside event: %(reason)s") % {"reason": job.wait_reason or job.status}
+    return _("The job has not reported an ETA.")
+
+
+def is_stale(job: Job) -> bool:
+    """Running (or reverting) under a lease that has expired: its worker is probably gone."""
+    if job.status not in (Status.RUNNING, Status.REVERTING) or not job.locked_at:
+        return False
+    return timezone.now() - job.locked_at > timedelta(seconds=get_setting("LEASE_SECONDS"))
+
+
+def _can_revert(job: Job) -> bool:
+    try:
+        return get_kind(job.kind).has_revert and job.status in REVERTIBLE
+    except JobError:
+        return False
+
+
+def describe(job: Job | int) -> dict[str, Any]:
+    """Everything a screen shows about a job, from a fresh read.
+
+    >>> describe(job)["current_step"]
+    {'id': 'upload', 'title': 'Upload files', 'state': 'running', ...}
+    """
+    job = _load(job)
+    steps = list(JobStep.objects.filter(job=job))
+    steps.sort(key=lambda step: (step.phase != Phase.RUN, step.position))
+    active = [step for step in steps if step.phase == job.phase]
+    current = next((step for step in active if step.state in ACTIVE_STEP_STATES), None) or next(
+        (step for step in active if step.state == StepState.PENDING), None
+    )
+    following = active[active.index(current) + 1] if current and active.index(current) + 1 < len(active) else None
+    keep = get_setting("LOG_LINES_KEPT")
+    log = list(JobLog.objects.filter(job=job).order_by("-id")[:keep])[::-1]
+    has_children = Job.objects.filter(parent=job).exists()
+    return {
+        "id": job.pk,
+        "kind": job.kind,
+        "label": job.label,
+        "status": job.status,
+        "phase": job.phase,
+        "progress": job.progress,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        "next_run_at": _iso(job.next_run_at),
+        "eta_at": _iso(job.eta_at),
+        "eta_unknown_reason": _eta_unknown_reason(job),
+        "created_at": _iso(job.created_at),
+        "updated_at": _iso(job.updated_at),
+        "started_at": _iso(job.started_at),
+        "ended_at": _iso(job.ended_at),
+        "current_step": step_summary(current) if current else None,
+        "completed_steps": [step_summary(step) for step in active if step.state == StepState.DONE],
+        "next_step": step_summary(following) if following else None,
+        "steps": [step_summary(step) for step in steps],
+        "wait_reason": job.wait_reason or None,
+        "user_message": job.user_message or None,
+        "actions": redact(job.actions),
+        "result": redact(job.result),
+        "error": job.error or None,
+        "error_code": job.error_code or None,
+        "cancel_requested": job.cancel_requested,
+        "can_cancel": job.status in CANCELLABLE_AT_ONCE or job.status == Status.RUNNING,
+        "can_retry": job.status in RETRYABLE,
+        "can_resume": job.status in RESUMABLE,
+        "can_pause": job.status in PAUSABLE,
+        "can_revert": _can_revert(job),
+        "terminal": job.status in TERMINAL,
+        "stale": is_stale(job),
+        "log": [{"at": _iso(entry.at), "line": entry.line} for entry in log],
+        "children": children_summary(job) if has_children else None,
+    }
+
+
+def overall(counts: Counter[str]) -> str:
+    """How a family is doing: ``none``, ``done``, ``partial``, ``failed`` or ``running``."""
+    total = sum(counts.values())
+    done = counts[Status.DONE]
+    unsuccessful = sum(counts[status] for status in SETTLED_UNSUCCESSFULLY)
+    if total == 0:
+        return "none"
+    if done == total:
+        return "done"
+    if done and unsuccessful:
+        return "partial"
+    if unsuccessful == total:
+        return "failed"
+    return "running"
+
+
+def children_summary(parent: Job | int) -> dict[str, Any]:
+    """Per-target results of a parent's children; a partial failure never reads as success."""
+    parent_id = parent.pk if isinstance(parent, Job) else parent
+    children = list(
+        Job.objects.filter(parent_id=parent_id)
+        .order_by("created_at", "id")
+        .only("id", "label", "status", "subject", "error", "attempt", "next_run_at")
+    )
+    counts = Counter(child.status for child in children)
+    return {
+        "total": len(children),
+        "by_status": {status: count for status, count in counts.items() if count},
+        "overall": overall(counts),
+        "children": [
+            {
+                "id": child.pk,
+                "label": child.label,
+                "status": child.status,
+                "subject": redact(child.subject),
+                "error": child.error or None,
+                "attempt": child.attempt,
+                "next_run_at": _iso(child.next_run_at),
+            }
+            for child in children
+        ],
+    }

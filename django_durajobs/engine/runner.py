@@ -1,0 +1,158 @@
+"""Running one claimed job: call its run (or revert), then turn what happened into its next state."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import F
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from ..errors import JobError, LeaseLost
+from ..models import JobStep
+from ..registry import JobKind, get_kind
+from ..status import Status, StepState
+from .context import CancelInterrupt, Interrupt, JobContext, NeedsUserInterrupt, RetryLaterInterrupt, WaitInterrupt
+from .redact import describe_exception, redact, redact_text
+from .retry import backoff
+from .values import to_json
+
+logger = logging.getLogger("django_durajobs")
+
+# A wait, a question or a retry_later hands the try back: attempts count only tries that failed
+# (or are under way), so a job that waits for DNS five times still has all its retries left.
+GIVE_ATTEMPT_BACK = Greatest(F("attempt") - 1, 0)
+
+
+@dataclass
+class Outcome:
+    fields: dict[str, Any]
+    log_line: str
+    steps: list[JobStep] = field(default_factory=list)
+
+
+def execute(lease) -> str | None:
+    """Run the leased job to its next state; returns that status, or None if the lease was lost."""
+    job = lease.job
+    reverting = job.status == Status.REVERTING
+    logger.info("Job %s (%s) %s on %s", job.pk, job.kind, "reverting" if reverting else "started", lease.worker_id)
+    try:
+        kind = get_kind(job.kind)
+        ctx = JobContext(lease, reverting=reverting)
+        outcome = _perform(kind, ctx)
+    except LeaseLost as lost:
+        logger.warning("Job %s abandoned: %s", job.pk, lost)
+        return None
+    except JobError as exc:
+        outcome = Outcome({"status": Status.FAILED, "error": str(exc), "error_code": exc.code, "ended_at": timezone.now()}, str(exc))
+    try:
+        lease.finish(outcome.fields, outcome.steps, outcome.log_line)
+    except LeaseLost as lost:
+        logger.warning("Job %s abandoned before recording its outcome: %s", job.pk, lost)
+        return None
+    status = outcome.fields["status"]
+    log = logger.error if status == Status.FAILED else logger.info
+    log("Job %s (%s) %s: %s", job.pk, job.kind, status, outcome.log_line)
+    return status
+
+
+def _perform(kind: JobKind, ctx: JobContext) -> Outcome:
+    job = ctx.job
+    function = kind.revert_fn if ctx.reverting else kind.run
+    try:
+        if function is None:
+            raise JobError("job_not_revertible", f"Kind {kind.name!r} has no revert.")
+        ctx.check_cancel()
+        value = function(job, ctx)
+        return _finished(ctx, value)
+    except Interrupt as interrupt:
+        return _interrupted(ctx, interrupt)
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        return _failed(kind, ctx, exc)
+
+
+def _finished(ctx: JobContext, value: Any) -> Outcome:
+    now = timezone.now()
+    common = dict(ended_at=now, error="", error_code="", wait_reason="", eta_at=None, next_run_at=None, cancel_requested=False)
+    if ctx.reverting:
+        return Outcome(dict(status=Status.REVERTED, **common), "Reverted.")
+    try:
+        result = redact(to_json(value, what="The job's result", code="unserializable_result"))
+    except JobError as exc:
+        return Outcome(dict(status=Status.FAILED, error=str(exc), error_code=exc.code, ended_at=now), str(exc))
+    return Outcome(
+        dict(status=Status.DONE, result=result, progress=100, resume_action="", resume_data=None, **common), "Done."
+    )
+
+
+def _mark_next_pending_step(ctx: JobContext, interrupt: Interrupt) -> list[JobStep]:
+    """A wait raised outside a step shows on the next pending step, so a screen has a current step."""
+    steps = list(ctx.steps.values())
+    if any(step.state in (StepState.WAITING, StepState.NEEDS_USER) for step in steps):
+        return []
+    pending = next((step for step in sorted(steps, key=lambda s: s.position) if step.state == StepState.PENDING), None)
+    if pending is None:
+        return []
+    pending.state = interrupt.step_state
+    pending.detail = redact_text(interrupt.detail)
+    return [pending]
+
+
+def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
+    detail = redact_text(interrupt.detail or "")
+    give_back = {} if ctx.reverting else {"attempt": GIVE_ATTEMPT_BACK}
+    if isinstance(interrupt, WaitInterrupt):
+        fields = dict(
+            status=interrupt.status,
+            wait_reason=detail,
+            eta_at=interrupt.resume_at,
+            next_run_at=interrupt.resume_at,
+            resume_action="",
+            resume_data=None,
+            **give_back,
+        )
+        return Outcome(fields, f"Waiting: {detail}", _mark_next_pending_step(ctx, interrupt))
+    if isinstance(interrupt, NeedsUserInterrupt):
+        fields = dict(
+            status=Status.NEEDS_USER,
+            user_message=detail,
+            actions=interrupt.actions,
+            next_run_at=None,
+            eta_at=None,
+            resume_action="",
+            resume_data=None,
+            **give_back,
+        )
+        return Outcome(fields, f"Needs a decision: {detail}", _mark_next_pending_step(ctx, interrupt))
+    if isinstance(interrupt, RetryLaterInterrupt):
+        status = Status.REVERTING if ctx.reverting else Status.QUEUED
+        run_at = timezone.now() + timedelta(seconds=interrupt.seconds)
+        fields = dict(status=status, next_run_at=run_at, wait_reason=detail, **give_back)
+        return Outcome(fields, f"Runs again in {interrupt.seconds:g} s{': ' + detail if detail else ''}.")
+    if isinstance(interrupt, CancelInterrupt):
+        fields = dict(status=Status.CANCELLED, ended_at=timezone.now(), cancel_requested=False, next_run_at=None)
+        return Outcome(fields, "Cancelled.")
+    raise TypeError(f"Unknown interrupt {interrupt!r}")
+
+
+def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
+    job = ctx.job
+    error = describe_exception(exc)
+    code = exc.code if isinstance(getattr(exc, "code", None), str) and exc.code else None
+    now = timezone.now()
+    if ctx.reverting:
+        fields = dict(status=Status.FAILED, error=error, error_code=code or "revert_failed", ended_at=now)
+        return Outcome(fields, f"Revert failed: {error}")
+    if kind.is_retryable(exc) and job.attempt < job.max_attempts:
+        delay = backoff(kind, job.attempt)
+        fields = dict(status=Status.QUEUED, next_run_at=now + delay, error=error, error_code=code or "transient")
+        return Outcome(fields, f"Try {job.attempt} of {job.max_attempts} failed; retrying in {delay.total_seconds():g} s: {error}")
+    logger.debug("Job %s failed", job.pk, exc_info=exc)
+    fields = dict(status=Status.FAILED, error=error, error_code=code or "failed", ended_at=now)
+    return Outcome(fields, f"Failed: {error}")
+

@@ -1,0 +1,264 @@
+"""The operations on a job: check that its status allows the transition, then apply it.
+
+Every transition is conditional on the status it was decided from, so an operator's click and
+a worker's outcome never overwrite each other: the loser re-reads and decides again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from . import store
+from .engine.redact import redact_text
+from .engine.runner import execute
+from .engine.values import to_json
+from .errors import JobError
+from .models import Job
+from .registry import get_kind
+from .signals import announce_change
+from .status import CANCELLABLE_AT_ONCE, PAUSABLE, RESUMABLE, RETRYABLE, REVERTIBLE, WAITING, Phase, Status
+
+JobRef = Job | int
+Decision = tuple[dict[str, Any], str]
+
+
+def get_job(job: JobRef) -> Job:
+    """The job's current row; ``JobError("job_not_found")`` when there is none."""
+    pk = job.pk if isinstance(job, Job) else job
+    found = Job.objects.filter(pk=pk).first()
+    if found is None:
+        raise JobError("job_not_found", f"Job {pk} does not exist.")
+    return found
+
+
+def actor_name(by: Any) -> str:
+    if by is None:
+        return "system"
+    if hasattr(by, "get_username"):
+        return by.get_username()
+    return str(by)
+
+
+def _transition(job: JobRef, decide: Callable[[Job], Decision]) -> Job:
+    """Apply ``decide(current)``'s fields if the status is still the one decided from; retry on a race."""
+    for _ in range(10):
+        current = get_job(job)
+        fields, log_line = decide(current)
+        if store.change_status(current, fields, log_line):
+            break
+    else:
+        raise JobError("job_busy", f"Job {current.pk} kept changing; try again.")
+    if isinstance(job, Job):
+        job.refresh_from_db()
+        return job
+    return get_job(current.pk)
+
+
+def _refused(code: str, job: Job, what: str, allowed: str) -> JobError:
+    return JobError(code, f"Job {job.pk} is {job.status}; only {allowed} jobs can be {what}.")
+
+
+def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = None) -> Job:
+    """Queue a waiting job again; the re-entered run sees ``ctx.resume_action``/``ctx.resume_data``."""
+    if action is not None and (not isinstance(action, str) or not action):
+        raise JobError("invalid_input", f"An action must be a non-empty string, not {action!r}.")
+    data = to_json(data, what="The resume data")
+
+    def decide(current: Job) -> Decision:
+        if current.status not in RESUMABLE:
+            raise _refused("job_not_resumable", current, "resumed", "waiting")
+        offered = [entry["id"] for entry in current.actions or []]
+        if action is not None and offered and action not in offered:
+            raise JobError(
+                "invalid_input", f"Job {current.pk} offers the actions {', '.join(offered)}; {action!r} is not one of them."
+            )
+        fields = dict(
+            status=Status.QUEUED,
+            next_run_at=timezone.now(),
+            wait_reason="",
+            user_message="",
+            actions=None,
+            eta_at=None,
+            resume_action=action or "",
+            resume_data=data,
+        )
+        chosen = f" with {action!r}" if action else ""
+        return fields, f"Resumed{chosen} by {actor_name(by)}."
+
+    return _transition(job, decide)
+
+
+def wake(job_id: int) -> bool:
+    """Queue a job whose timed wait is over; False if it is no longer due (resumed, cancelled…)."""
+
+    def decide(current: Job) -> Decision:
+        if current.status not in WAITING or current.next_run_at is None or current.next_run_at > timezone.now():
+            raise JobError("job_not_resumable", "No longer a due timed wait.")
+        fields = dict(status=Status.QUEUED, next_run_at=timezone.now(), wait_reason="", eta_at=None)
+        return fields, "Its wait is over; queued again."
+
+    try:
+        _transition(job_id, decide)
+    except JobError:
+        return False
+    return True
+
+
+def wake_due_waits(limit: int = 1000) -> int:
+    """Queue every waiting job whose ``resume_at`` has passed; returns how many."""
+    due = Job.objects.filter(status__in=WAITING, next_run_at__lte=timezone.now()).values_list("pk", flat=True)
+    return sum(1 for job_id in list(due[:limit]) if wake(job_id))
+
+
+def retry(job: JobRef, by: Any = None) -> Job:
+    """Queue a failed (or needs-user) job again, allowing it one more attempt."""
+
+    def decide(current: Job) -> Decision:
+        if current.status not in RETRYABLE:
+            raise _refused("job_not_retryable", current, "retried", "failed or needs-user")
+        reverting = current.phase == Phase.REVERT and current.status == Status.FAILED
+        fields = dict(
+            status=Status.REVERTING if reverting else Status.QUEUED,
+            next_run_at=timezone.now(),
+            max_attempts=max(current.max_attempts, current.attempt + 1),
+            error="",
+            error_code="",
+            ended_at=None,
+            wait_reason="",
+            user_message="",
+            actions=None,
+        )
+        return fields, f"{'Revert retried' if reverting else 'Retried'} by {actor_name(by)}."
+
+    return _transition(job, decide)
+
+
+def pause(job: JobRef, by: Any = None) -> Job:
+    """Hold a queued or externally waiting job until it is resumed."""
+
+    def decide(current: Job) -> Decision:
+        if current.status not in PAUSABLE:
+            raise _refused("job_not_pausable", current, "paused", "queued or awaiting_external")
+        return dict(status=Status.PAUSED, next_run_at=None), f"Paused by {actor_name(by)}."
+
+    return _transition(job, decide)
+
+
+def cancel(job: JobRef, by: Any = None) -> Job:
+    """Cancel at once when queued or waiting; a running job is asked to stop at its next step."""
+
+    def decide(current: Job) -> Decision:
+        if current.status in CANCELLABLE_AT_ONCE:
+            fields = dict(status=Status.CANCELLED, ended_at=timezone.now(), next_run_at=None)
+            return fields, f"Cancelled by {actor_name(by)}."
+        if current.status == Status.RUNNING:
+            return dict(cancel_requested=True), f"Cancel requested by {actor_name(by)}; it stops at its next step."
+        if current.status == Status.REVERTING:
+            raise JobError("job_not_cancellable", f"Job {current.pk} is reverting; a revert cannot be cancelled.")
+        raise _refused("job_not_cancellable", current, "cancelled", "queued, waiting or running")
+
+    return _transition(job, decide)
+
+
+def revert(job: JobRef, by: Any = None) -> Job:
+    """Queue the kind's revert; a worker (or ``drain()``) carries it out."""
+
+    def decide(current: Job) -> Decision:
+        try:
+            kind = get_kind(current.kind)
+        except JobError:
+            kind = None
+        if kind is None or not kind.has_revert:
+            raise JobError("job_not_revertible", f"Job {current.pk} ({current.kind}) has no revert.")
+        if current.status not in REVERTIBLE:
+            raise _refused("job_not_revertible", current, "reverted", "done, failed or needs-user")
+        fields = dict(
+            status=Status.REVERTING,
+            phase=Phase.REVERT,
+            next_run_at=timezone.now(),
+            ended_at=None,
+            error="",
+            error_code="",
+            wait_reason="",
+            user_message="",
+            actions=None,
+            cancel_requested=False,
+        )
+        return fields, f"Revert requested by {actor_name(by)}."
+
+    return _transition(job, decide)
+
+
+UPDATABLE = frozenset({"progress", "eta_at", "label", "external_ref", "wait_reason", "user_message"})
+
+
+def _updated_value(name: str, value: Any) -> Any:
+    if name == "progress":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+            raise JobError("invalid_input", f"progress must be a number from 0 to 100, not {value!r}.")
+        return round(value)
+    if name == "eta_at":
+        if value is not None and not (isinstance(value, datetime) and timezone.is_aware(value)):
+            raise JobError("invalid_input", f"eta_at must be a timezone-aware datetime or None, not {value!r}.")
+        return value
+    text = "" if value is None else str(value)
+    limit = Job._meta.get_field(name).max_length
+    if limit and len(text) > limit:
+        raise JobError("invalid_input", f"{name} is {len(text)} characters long; the limit is {limit}.")
+    if "\x00" in text:
+        raise JobError("invalid_input", f"{name} holds a NUL character.")
+    return redact_text(text) if name in ("wait_reason", "user_message") else text
+
+
+def update(job: JobRef, **fields: Any) -> Job:
+    """Set displayed fields from outside the run (progress pushed by another system, a new label…).
+
+    Never changes the status. Accepts only ``progress, eta_at, label, external_ref,
+    wait_reason, user_message``.
+    """
+    unknown = sorted(set(fields) - UPDATABLE)
+    if unknown:
+        raise JobError(
+            "invalid_input", f"update() does not accept {', '.join(unknown)}; it accepts {', '.join(sorted(UPDATABLE))}."
+        )
+    values = {name: _updated_value(name, value) for name, value in fields.items()}
+    current = get_job(job)
+    Job.objects.filter(pk=current.pk).update(updated_at=timezone.now(), **values)
+    announce_change(current.pk, current.status, current.status)
+    if isinstance(job, Job):
+        job.refresh_from_db()
+        return job
+    return get_job(current.pk)
+
+
+def new_worker_id(role: str = "worker") -> str:
+    """Unique per process incarnation: host, pid and a random part."""
+    return f"{role}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def drain(max_jobs: int = 100) -> int:
+    """Run due jobs in this thread until none is due (or ``max_jobs`` ran); returns how many ran.
+
+    Due means: queued jobs whose ``next_run_at`` has passed, timed waits whose ``resume_at``
+    has passed (woken first, as a worker would), and pending reverts. For tests and scripts;
+    production runs ``manage.py runjobs``.
+    """
+    worker_id = new_worker_id("drain")
+    ran = 0
+    while ran < max_jobs:
+        lease = store.claim(worker_id)
+        if lease is None:
+            if wake_due_waits():
+                continue
+            break
+        execute(lease)
+        ran += 1
+    return ran
+

@@ -1,0 +1,60 @@
+"""The states a job moves through (DESIGN.md section 2) and the sets the engine reasons with."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class Status(models.TextChoices):
+    QUEUED = "queued", _("Queued")  # due at next_run_at, waiting for a worker
+    RUNNING = "running", _("Running")  # claimed by a worker holding the lease
+    DONE = "done", _("Done")
+    FAILED = "failed", _("Failed")  # the run (or its revert) raised; error is kept
+    CANCELLED = "cancelled", _("Cancelled")
+    PAUSED = "paused", _("Paused")  # held by an operator until resumed
+    AWAITING_EXTERNAL = "awaiting_external", _("Awaiting external event")
+    NEEDS_USER = "needs_user", _("Needs a decision")  # a person must pick one of the offered actions
+    AWAITING_APPROVAL = "awaiting_approval", _("Awaiting approval")
+    AWAITING_PAYMENT = "awaiting_payment", _("Awaiting payment")
+    NOT_READY = "not_ready", _("Not ready")
+    NEEDS_SETUP = "needs_setup", _("Needs setup")
+    REVERTING = "reverting", _("Reverting")  # the kind's revert is queued or running
+    REVERTED = "reverted", _("Reverted")
+
+
+TERMINAL = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED, Status.REVERTED})
+WAITING = frozenset(
+    {
+        Status.AWAITING_EXTERNAL,
+        Status.NEEDS_USER,
+        Status.PAUSED,
+        Status.AWAITING_APPROVAL,
+        Status.AWAITING_PAYMENT,
+        Status.NOT_READY,
+        Status.NEEDS_SETUP,
+    }
+)
+#: The statuses a run may park itself in with ``ctx.wait_external(status=...)``.
+EXTERNAL_WAITS = WAITING - {Status.NEEDS_USER, Status.PAUSED}
+RESUMABLE = WAITING
+RETRYABLE = frozenset({Status.FAILED, Status.NEEDS_USER})
+PAUSABLE = frozenset({Status.QUEUED, Status.AWAITING_EXTERNAL})
+CANCELLABLE_AT_ONCE = frozenset({Status.QUEUED}) | WAITING
+REVERTIBLE = frozenset({Status.DONE, Status.FAILED, Status.NEEDS_USER})
+
+
+class StepState(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    RUNNING = "running", _("Running")
+    DONE = "done", _("Done")
+    FAILED = "failed", _("Failed")
+    WAITING = "waiting", _("Waiting")
+    NEEDS_USER = "needs_user", _("Needs a decision")
+
+
+class Phase(models.TextChoices):
+    """Which procedure of its kind a job is carrying out: its run, or its revert."""
+
+    RUN = "run", _("Run")
+    REVERT = "revert", _("Revert")

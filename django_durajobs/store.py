@@ -1,0 +1,403 @@
+"""The one module that writes job rows.
+
+Idempotent enqueue, claiming, the lease a worker holds on a claimed job (every write it makes
+is fenced by the lease token), status transitions and recovery. Vendor differences stay here.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import DateTimeField, F, Func, Q
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
+
+from .conf import get_setting
+from .engine.redact import redact_text
+from .engine.values import to_json
+from .errors import JobError, LeaseLost
+from .models import Job, JobLog, JobStep
+from .registry import PRIORITY_RANGE, JobKind, get_kind, known_kinds
+from .signals import announce_change
+from .status import WAITING, Phase, Status, StepState
+
+logger = logging.getLogger("django_durajobs")
+
+INITIAL_STATUSES = frozenset({Status.QUEUED}) | WAITING
+
+
+class DatabaseNow(Func):
+    """The database server's clock in UTC: leases are judged by one clock, whatever the workers' say."""
+
+    template = "CURRENT_TIMESTAMP"
+    output_field = DateTimeField()
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return "STATEMENT_TIMESTAMP()", []
+
+    def as_mysql(self, compiler, connection, **extra):
+        return "UTC_TIMESTAMP(6)", []
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')", []
+
+
+def database_now() -> datetime:
+    """The database server's current time, as an aware datetime."""
+    compiler = Job.objects.none().query.get_compiler(connection=connection)
+    sql, params = compiler.compile(DatabaseNow())
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {sql}", params)
+        raw = cursor.fetchone()[0]
+    if isinstance(raw, str):
+        raw = datetime.fromisoformat(raw)
+    return raw if timezone.is_aware(raw) else timezone.make_aware(raw, dt_timezone.utc)
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def append_log(job_id: int, line: str) -> None:
+    """Store one redacted, shortened log line (unfenced: for operations, not for workers)."""
+    JobLog.objects.create(job_id=job_id, line=clean_log_line(line))
+
+
+def clean_log_line(line: Any) -> str:
+    limit = get_setting("LOG_LINE_MAX_CHARS")
+    text = redact_text(str(line))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def trim_log(job_id: int) -> None:
+    """Keep only the latest ``LOG_LINES_KEPT`` lines of a job."""
+    keep = get_setting("LOG_LINES_KEPT")
+    oldest_kept = (
+        JobLog.objects.filter(job_id=job_id).order_by("-id").values_list("id", flat=True)[keep - 1 : keep].first()
+    )
+    if oldest_kept is not None:
+        JobLog.objects.filter(job_id=job_id, id__lt=oldest_kept).delete()
+
+
+# Enqueue ---------------------------------------------------------------------------------------
+
+
+def _refuse(message: str) -> JobError:
+    return JobError("invalid_input", message)
+
+
+def _optional_text(value: Any, name: str, max_length: int = 255) -> str:
+    if value is None:
+        return ""
+    text = str(value)
+    if len(text) > max_length:
+        raise _refuse(f"{name} is {len(text)} characters long; the limit is {max_length}.")
+    if "\x00" in text:
+        raise _refuse(f"{name} holds a NUL character.")
+    return text
+
+
+def _run_at(run_at: datetime | timedelta | None) -> datetime:
+    now = timezone.now()
+    if run_at is None:
+        return now
+    if isinstance(run_at, timedelta):
+        if run_at < timedelta(0):
+            raise _refuse(f"run_at cannot be a negative delay ({run_at}).")
+        return now + run_at
+    if not isinstance(run_at, datetime):
+        raise _refuse(f"run_at must be a datetime or a timedelta, not {type(run_at).__name__}.")
+    if timezone.is_naive(run_at):
+        raise _refuse("run_at must be timezone-aware.")
+    return run_at
+
+
+def _resolve_parent(parent: Job | int | None) -> int | None:
+    if parent is None:
+        return None
+    parent_id = parent.pk if isinstance(parent, Job) else parent
+    if not Job.objects.filter(pk=parent_id).exists():
+        raise JobError("job_not_found", f"Parent job {parent_id} does not exist.")
+    return parent_id
+
+
+def enqueue(
+    kind: str | JobKind,
+    *,
+    subject: Any = None,
+    idempotency_key: str | None = None,
+    created_by: Any = None,
+    actor_type: str = "user",
+    group_id: str | None = None,
+    subject_type: str | None = None,
+    subject_id: str | int | None = None,
+    label: str | None = None,
+    parent: Job | int | None = None,
+    run_at: datetime | timedelta | None = None,
+    max_attempts: int | None = None,
+    initial_status: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+) -> tuple[Job, bool]:
+    """Create a job, or return the one that already has ``idempotency_key``.
+
+    Returns ``(job, created)``. Concurrent calls with one key get one row: the unique index
+    decides, and the losers read the winner's row. Everything is checked before anything is
+    written, so a refused call (``JobError``) leaves no trace.
+
+    >>> job, created = enqueue("deploy_site", subject={"site_id": 7}, idempotency_key="deploy-7")
+    """
+    definition = kind if isinstance(kind, JobKind) else get_kind(kind)
+    subject = to_json({} if subject is None else subject, what="The subject", max_bytes=get_setting("MAX_SUBJECT_BYTES"))
+    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key.strip()):
+        raise _refuse(f"An idempotency key must be a non-blank string, not {idempotency_key!r}.")
+    key = _optional_text(idempotency_key, "The idempotency key") or None
+    if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1):
+        raise _refuse(f"max_attempts must be an integer of at least 1, not {max_attempts!r}.")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE):
+        raise _refuse(f"priority must be an integer from -100 to 100, not {priority!r}.")
+    status = initial_status or Status.QUEUED
+    if status not in INITIAL_STATUSES:
+        raise _refuse(f"A job cannot start as {status!r}; it can start queued or in a waiting state.")
+    fields = dict(
+        kind=definition.name,
+        label=_optional_text(label, "The label") or definition.title[:255],
+        status=status,
+        subject=subject,
+        queue=_optional_text(queue, "The queue", 100) or definition.queue,
+        priority=definition.priority if priority is None else priority,
+        max_attempts=max_attempts or definition.max_attempts,
+        next_run_at=_run_at(run_at) if status == Status.QUEUED else None,
+        idempotency_key=key,
+        created_by_id=getattr(created_by, "pk", created_by),
+        actor_type=_optional_text(actor_type, "The actor type", 20) or Job.ActorType.USER,
+        group_id=_optional_text(group_id, "The group id"),
+        subject_type=_optional_text(subject_type, "The subject type", 100),
+        subject_id=_optional_text(subject_id, "The subject id"),
+        parent_id=_resolve_parent(parent),
+    )
+    if key is not None:
+        existing = Job.objects.filter(idempotency_key=key).first()
+        if existing is not None:
+            return _same_kind(existing, definition), False
+        try:
+            return _insert(definition, fields), True
+        except IntegrityError:
+            existing = Job.objects.filter(idempotency_key=key).first()
+            if existing is None:
+                raise
+            return _same_kind(existing, definition), False
+    return _insert(definition, fields), True
+
+
+def _same_kind(existing: Job, definition: JobKind) -> Job:
+    if existing.kind != definition.name:
+        raise _refuse(
+            f"The idempotency key {existing.idempotency_key!r} belongs to job {existing.pk} "
+            f"of kind {existing.kind!r}, not {definition.name!r}."
+        )
+    return existing
+
+
+def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
+    with transaction.atomic():
+        job = Job.objects.create(**fields)
+        JobStep.objects.bulk_create(
+            JobStep(job=job, phase=Phase.RUN, position=position, step_id=step_id, title=title)
+            for position, (step_id, title) in enumerate(definition.steps)
+        )
+    announce_change(job.pk, None, job.status)
+    return job
+
+
+# Claiming --------------------------------------------------------------------------------------
+
+
+def _due(queues: Iterable[str] | None) -> Any:
+    candidates = Job.objects.filter(
+        Q(status=Status.QUEUED) | Q(status=Status.REVERTING, locked_by=""),
+        kind__in=known_kinds(),
+        next_run_at__lte=timezone.now(),
+    )
+    if queues:
+        candidates = candidates.filter(queue__in=list(queues))
+    return candidates.order_by("-priority", "next_run_at", "id")
+
+
+def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
+    """Take the most urgent due job (or pending revert) for ``worker_id``; None when nothing is due.
+
+    PostgreSQL and MySQL/MariaDB lock the candidate row with ``SKIP LOCKED`` so concurrent
+    workers pass over each other; SQLite, which locks the whole database, uses an update that
+    is conditional on the status the candidate was read with.
+    """
+    token = new_token()
+    candidates = _due(queues)
+    if connection.features.has_select_for_update_skip_locked:
+        with transaction.atomic():
+            row = candidates.select_for_update(skip_locked=True).values_list("pk", "status").first()
+            if row is None:
+                return None
+            _take(row, worker_id, token)
+    else:
+        for _ in range(10):
+            row = candidates.values_list("pk", "status").first()
+            if row is None:
+                return None
+            if _take(row, worker_id, token):
+                break
+        else:
+            return None
+    job = Job.objects.get(pk=row[0])
+    if row[1] == Status.QUEUED:
+        announce_change(job.pk, Status.QUEUED, Status.RUNNING)
+    return Lease(job, worker_id, token)
+
+
+def _take(row: tuple[int, str], worker_id: str, token: str) -> bool:
+    pk, status = row
+    now = timezone.now()
+    lock = dict(locked_by=worker_id, locked_at=DatabaseNow(), lease_token=token, updated_at=now)
+    if status == Status.QUEUED:
+        taken = Job.objects.filter(pk=pk, status=Status.QUEUED).update(
+            status=Status.RUNNING, attempt=F("attempt") + 1, started_at=Coalesce("started_at", now), **lock
+        )
+    else:
+        taken = Job.objects.filter(pk=pk, status=Status.REVERTING, locked_by="").update(**lock)
+    return bool(taken)
+
+
+# Recovery --------------------------------------------------------------------------------------
+
+
+def recover(worker_id: str | None = None) -> int:
+    """Re-queue running (or reverting) jobs whose lease expired, and ``worker_id``'s own.
+
+    The lease is judged on the database's clock. A job whose worker is lost for the
+    ``MAX_WORKER_LOSSES``-th time fails with ``error_code="worker_lost"`` instead of being
+    handed to yet another worker it might crash.
+    """
+    cutoff = database_now() - timedelta(seconds=get_setting("LEASE_SECONDS"))
+    lost = Q(locked_at__lt=cutoff)
+    if worker_id:
+        lost |= Q(locked_by=worker_id)
+    candidates = Job.objects.filter(lost, status__in=[Status.RUNNING, Status.REVERTING]).exclude(locked_by="")
+    recovered = 0
+    for job in candidates.only("pk", "status", "phase", "lease_token", "worker_losses", "locked_by"):
+        recovered += _release_lost(job, lost)
+    return recovered
+
+
+def _release_lost(job: Job, lost: Q) -> int:
+    losses = job.worker_losses + 1
+    now = timezone.now()
+    unlock = dict(locked_by="", locked_at=None, lease_token="", updated_at=now, worker_losses=losses)
+    if losses >= get_setting("MAX_WORKER_LOSSES"):
+        status = Status.FAILED
+        fields = dict(
+            status=status,
+            error=f"The worker running this job was lost {losses} times; it is not handed to another one.",
+            error_code="worker_lost",
+            ended_at=now,
+        )
+        line = f"Worker {job.locked_by} lost; the job failed after {losses} lost workers."
+    else:
+        status = Status.REVERTING if job.phase == Phase.REVERT else Status.QUEUED
+        fields = dict(status=status, next_run_at=now)
+        if job.phase == Phase.RUN:
+            fields["attempt"] = Greatest(F("attempt") - 1, 0)
+        line = f"Worker {job.locked_by} lost; the job resumes after its last finished step."
+    with transaction.atomic():
+        taken = Job.objects.filter(lost, pk=job.pk, lease_token=job.lease_token).update(**unlock, **fields)
+        if not taken:
+            return 0
+        JobStep.objects.filter(job_id=job.pk, state=StepState.RUNNING).update(
+            state=StepState.PENDING, detail="Interrupted: its worker was lost."
+        )
+        append_log(job.pk, line)
+    logger.warning("Job %s: %s", job.pk, line)
+    announce_change(job.pk, job.status, status)
+    return 1
+
+
+# Status transitions made by operations ---------------------------------------------------------
+
+
+def change_status(job: Job, fields: dict[str, Any], log_line: str) -> bool:
+    """Apply ``fields`` if the job still has the status it was read with; False if it moved on."""
+    with transaction.atomic():
+        changed = Job.objects.filter(pk=job.pk, status=job.status).update(updated_at=timezone.now(), **fields)
+        if changed:
+            append_log(job.pk, log_line)
+            trim_log(job.pk)
+    if changed:
+        announce_change(job.pk, job.status, fields.get("status", job.status))
+    return bool(changed)
+
+
+# The lease a worker holds ----------------------------------------------------------------------
+
+
+class Lease:
+    """A worker's hold on one claimed job. Each write is fenced by the lease token.
+
+    When another worker has taken the job over (this one stalled past its lease) or the job was
+    released, the write changes nothing and ``LeaseLost`` is raised: the stale worker abandons
+    the job instead of overwriting its new owner's work.
+    """
+
+    def __init__(self, job: Job, worker_id: str, token: str) -> None:
+        self.job = job
+        self.worker_id = worker_id
+        self.token = token
+
+    def _fenced(self, **fields: Any) -> int:
+        values = {"locked_at": DatabaseNow(), "updated_at": timezone.now(), **fields}
+        return Job.objects.filter(pk=self.job.pk, lease_token=self.token).update(**values)
+
+    def renew(self, **fields: Any) -> None:
+        """Heartbeat (and optionally set progress/eta); raises ``LeaseLost`` when no longer ours."""
+        if not self._fenced(**fields):
+            raise LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
+
+    def cancel_requested(self) -> bool:
+        """Renew the lease and say whether an operator asked to cancel."""
+        row = Job.objects.filter(pk=self.job.pk, lease_token=self.token).values_list("cancel_requested", flat=True)
+        requested = row.first()
+        if requested is None:
+            raise LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
+        return requested
+
+    def save_step(self, step: JobStep, *, create: bool = False, **fields: Any) -> None:
+        """Checkpoint a step row together with a lease renewal, in one transaction."""
+        for name, value in fields.items():
+            setattr(step, name, value)
+        with transaction.atomic():
+            self.renew()
+            if create:
+                step.save(force_insert=True)
+            else:
+                JobStep.objects.filter(pk=step.pk).update(**fields)
+
+    def log(self, line: Any) -> None:
+        with transaction.atomic():
+            self.renew()
+            JobLog.objects.create(job_id=self.job.pk, line=clean_log_line(line))
+
+    def finish(self, fields: dict[str, Any], steps: Iterable[JobStep] = (), log_line: str | None = None) -> None:
+        """Apply the run's outcome and give the job up, fenced: nothing is written if it is no longer ours."""
+        status = fields["status"]
+        with transaction.atomic():
+            self.renew(locked_by="", locked_at=None, lease_token="", **fields)
+            for step in steps:
+                JobStep.objects.filter(pk=step.pk).update(state=step.state, detail=step.detail)
+            if log_line:
+                JobLog.objects.create(job_id=self.job.pk, line=clean_log_line(log_line))
+            trim_log(self.job.pk)
+        announce_change(self.job.pk, self.job.status, status)
