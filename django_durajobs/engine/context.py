@@ -90,6 +90,7 @@ class JobContext:
         self.job: Job = lease.job
         self.reverting = reverting
         self.phase = Phase.REVERT if reverting else Phase.RUN
+        self.interrupted_step: JobStep | None = None
         self.resume_action: str | None = self.job.resume_action or None
         self.resume_data: Any = self.job.resume_data
         self.steps: dict[str, JobStep] = {
@@ -136,6 +137,7 @@ class JobContext:
                 result = to_json(fn(), what=what, code="unserializable_result")
                 self._done(step, result)
         except Interrupt as interrupt:
+            self.interrupted_step = step
             self._lease.save_step(step, state=interrupt.step_state, detail=redact_text(interrupt.detail or ""))
             raise
         except LeaseLost:

@@ -91,16 +91,17 @@ def _finished(ctx: JobContext, value: Any) -> Outcome:
 
 
 def _mark_next_pending_step(ctx: JobContext, interrupt: Interrupt) -> list[JobStep]:
-    """A wait raised outside a step shows on the next pending step, so a screen has a current step."""
-    steps = list(ctx.steps.values())
-    if any(step.state in (StepState.WAITING, StepState.NEEDS_USER) for step in steps):
+    """A wait raised outside a step shows on the next unfinished step, so a screen has a current step."""
+    if ctx.interrupted_step is not None:
         return []
-    pending = next((step for step in sorted(steps, key=lambda s: s.position) if step.state == StepState.PENDING), None)
-    if pending is None:
+    unfinished = (StepState.PENDING, StepState.WAITING, StepState.NEEDS_USER)
+    steps = sorted(ctx.steps.values(), key=lambda step: step.position)
+    following = next((step for step in steps if step.state in unfinished), None)
+    if following is None:
         return []
-    pending.state = interrupt.step_state
-    pending.detail = redact_text(interrupt.detail)
-    return [pending]
+    following.state = interrupt.step_state
+    following.detail = redact_text(interrupt.detail)
+    return [following]
 
 
 def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
