@@ -1,0 +1,122 @@
+"""Django settings for the test suite.
+
+The database comes from ``DATABASE_URL`` (SQLite when it is unset), so one suite runs on SQLite,
+PostgreSQL and MySQL/MariaDB:
+
+    ./scripts/test
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test ./scripts/test
+    DATABASE_URL=mysql://root@127.0.0.1:3306/test ./scripts/test
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = "django-durajobs-tests-not-a-secret"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_durajobs",
+    "tests.testapp",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "tests.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+STATIC_URL = "static/"
+
+USE_TZ = True
+TIME_ZONE = "UTC"
+LANGUAGE_CODE = "en-us"
+USE_I18N = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# ---------------------------------------------------------------------------------------------
+# Database
+#
+# SQLite: the test database is a FILE, never in-memory, because tests start threads and child
+# processes that must all see the same database. Its path is $DURAJOBS_TEST_SQLITE, or
+# <repo>/.pytest-db/test.sqlite3. WAL, a busy timeout and BEGIN IMMEDIATE let several
+# connections write without "database is locked" errors.
+#
+# DURAJOBS_USE_TEST_DB=1: point NAME straight at the test database that pytest-django creates
+# (the SQLite file above; `test_<NAME>` on PostgreSQL and MySQL, or TEST["NAME"] when set).
+# The test run itself must NOT set it; the `child_env` fixture (tests/conftest.py) sets it for the
+# worker processes a test starts, so that they connect to the database the run created instead
+# of the empty main one.
+# ---------------------------------------------------------------------------------------------
+
+SQLITE_TEST_PATH = Path(os.environ.get("DURAJOBS_TEST_SQLITE") or REPO_ROOT / ".pytest-db" / "test.sqlite3")
+
+_default = dj_database_url.parse(
+    os.environ.get("DATABASE_URL") or f"sqlite:///{REPO_ROOT / '.pytest-db' / 'db.sqlite3'}",
+    conn_max_age=0,
+)
+_engine = _default["ENGINE"]
+
+if _engine == "django.db.backends.sqlite3":
+    SQLITE_TEST_PATH.parent.mkdir(parents=True, exist_ok=True)
+    Path(_default["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    _default["OPTIONS"] = {
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        **_default.get("OPTIONS", {}),
+    }
+    _default["TEST"] = {"NAME": str(SQLITE_TEST_PATH)}
+elif _engine == "django.db.backends.mysql":
+    _default["OPTIONS"] = {
+        "charset": "utf8mb4",
+        "isolation_level": "read committed",
+        **_default.get("OPTIONS", {}),
+    }
+    _default["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
+
+if os.environ.get("DURAJOBS_USE_TEST_DB") == "1":
+    # The same name Django's creation.get_test_db_name() gives: TEST["NAME"], else "test_" + NAME.
+    _default["NAME"] = _default.get("TEST", {}).get("NAME") or f"test_{_default['NAME']}"
+
+DATABASES = {"default": _default}  # CONN_MAX_AGE 0: a new connection per request/thread
+
+# django-durajobs: the documented defaults. DURAJOBS_LEASE_SECONDS (set by a test in a child
+# process's environment) shortens the lease, so a worker killed by a test is recovered in seconds.
+DURAJOBS: dict = (
+    {"LEASE_SECONDS": float(os.environ["DURAJOBS_LEASE_SECONDS"])} if "DURAJOBS_LEASE_SECONDS" in os.environ else {}
+)
