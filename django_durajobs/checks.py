@@ -36,7 +36,11 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     for name in POSITIVE_NUMBERS:
         value = configured.get(name, DEFAULTS[name])
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            errors.append(checks.Error(f"DURAJOBS[{name!r}] must be a positive number, not {value!r}.", id="durajobs.E003"))
+            errors.append(
+                checks.Error(
+                    f"DURAJOBS[{name!r}] must be a positive number, not {value!r}.", id="durajobs.E003"
+                )
+            )
     keys = configured.get("REDACT_KEYS", ())
     if isinstance(keys, str) or not all(isinstance(key, str) and key for key in keys):
         errors.append(
@@ -47,7 +51,8 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if not errors and heartbeat * 2 > lease:
         errors.append(
             checks.Warning(
-                f"DURAJOBS['HEARTBEAT_SECONDS'] ({heartbeat}) should be at most half of LEASE_SECONDS ({lease}).",
+                f"DURAJOBS['HEARTBEAT_SECONDS'] ({heartbeat}) should be at most half of "
+                f"LEASE_SECONDS ({lease}).",
                 hint="Otherwise one late heartbeat lets another worker take over a healthy job.",
                 id="durajobs.W001",
             )

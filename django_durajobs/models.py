@@ -38,12 +38,17 @@ class Job(models.Model):
     phase = models.CharField(_("phase"), max_length=10, choices=Phase.choices, default=Phase.RUN)
     subject = models.JSONField(_("subject"), default=dict)
     queue = models.CharField(_("queue"), max_length=100, default="default")
-    priority = models.SmallIntegerField(_("priority"), default=0, help_text=_("-100 to 100; larger runs sooner."))
+    priority = models.SmallIntegerField(
+        _("priority"), default=0, help_text=_("-100 to 100; larger runs sooner.")
+    )
 
     attempt = models.PositiveIntegerField(_("attempt"), default=0)
     max_attempts = models.PositiveIntegerField(_("max attempts"), default=1)
     next_run_at = models.DateTimeField(
-        _("next run"), null=True, blank=True, help_text=_("When a queued job is due, or when a timed wait wakes.")
+        _("next run"),
+        null=True,
+        blank=True,
+        help_text=_("When a queued job is due, or when a timed wait wakes."),
     )
 
     locked_by = models.CharField(_("locked by"), max_length=255, blank=True, default="")
@@ -63,7 +68,9 @@ class Job(models.Model):
     progress = models.PositiveSmallIntegerField(_("progress"), default=0)
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
 
-    idempotency_key = models.CharField(_("idempotency key"), max_length=255, unique=True, null=True, blank=True)
+    idempotency_key = models.CharField(
+        _("idempotency key"), max_length=255, unique=True, null=True, blank=True
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         verbose_name=_("created by"),

@@ -77,7 +77,8 @@ def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = N
         offered = [entry["id"] for entry in current.actions or []]
         if action is not None and offered and action not in offered:
             raise JobError(
-                "invalid_input", f"Job {current.pk} offers the actions {', '.join(offered)}; {action!r} is not one of them."
+                "invalid_input",
+                f"Job {current.pk} offers the actions {', '.join(offered)}; {action!r} is not one of them.",
             )
         fields = dict(
             status=Status.QUEUED,
@@ -99,7 +100,11 @@ def wake(job_id: int) -> bool:
     """Queue a job whose timed wait is over; False if it is no longer due (resumed, cancelled…)."""
 
     def decide(current: Job) -> Decision:
-        if current.status not in WAITING or current.next_run_at is None or current.next_run_at > timezone.now():
+        if (
+            current.status not in WAITING
+            or current.next_run_at is None
+            or current.next_run_at > timezone.now()
+        ):
             raise JobError("job_not_resumable", "No longer a due timed wait.")
         fields = dict(status=Status.QUEUED, next_run_at=timezone.now(), wait_reason="", eta_at=None)
         return fields, "Its wait is over; queued again."
@@ -159,9 +164,13 @@ def cancel(job: JobRef, by: Any = None) -> Job:
             fields = dict(status=Status.CANCELLED, ended_at=timezone.now(), next_run_at=None)
             return fields, f"Cancelled by {actor_name(by)}."
         if current.status == Status.RUNNING:
-            return dict(cancel_requested=True), f"Cancel requested by {actor_name(by)}; it stops at its next step."
+            return dict(
+                cancel_requested=True
+            ), f"Cancel requested by {actor_name(by)}; it stops at its next step."
         if current.status == Status.REVERTING:
-            raise JobError("job_not_cancellable", f"Job {current.pk} is reverting; a revert cannot be cancelled.")
+            raise JobError(
+                "job_not_cancellable", f"Job {current.pk} is reverting; a revert cannot be cancelled."
+            )
         raise _refused("job_not_cancellable", current, "cancelled", "queued, waiting or running")
 
     return _transition(job, decide)
@@ -206,7 +215,9 @@ def _updated_value(name: str, value: Any) -> Any:
         return round(value)
     if name == "eta_at":
         if value is not None and not (isinstance(value, datetime) and timezone.is_aware(value)):
-            raise JobError("invalid_input", f"eta_at must be a timezone-aware datetime or None, not {value!r}.")
+            raise JobError(
+                "invalid_input", f"eta_at must be a timezone-aware datetime or None, not {value!r}."
+            )
         return value
     text = "" if value is None else str(value)
     limit = Job._meta.get_field(name).max_length
@@ -226,7 +237,8 @@ def update(job: JobRef, **fields: Any) -> Job:
     unknown = sorted(set(fields) - UPDATABLE)
     if unknown:
         raise JobError(
-            "invalid_input", f"update() does not accept {', '.join(unknown)}; it accepts {', '.join(sorted(UPDATABLE))}."
+            "invalid_input",
+            f"update() does not accept {', '.join(unknown)}; it accepts {', '.join(sorted(UPDATABLE))}.",
         )
     values = {name: _updated_value(name, value) for name, value in fields.items()}
     current = get_job(job)
@@ -261,4 +273,3 @@ def drain(max_jobs: int = 100) -> int:
         execute(lease)
         ran += 1
     return ran
-

@@ -9,8 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -57,7 +56,7 @@ def database_now() -> datetime:
         raw = cursor.fetchone()[0]
     if isinstance(raw, str):
         raw = datetime.fromisoformat(raw)
-    return raw if timezone.is_aware(raw) else timezone.make_aware(raw, dt_timezone.utc)
+    return raw if timezone.is_aware(raw) else timezone.make_aware(raw, UTC)
 
 
 def new_token() -> str:
@@ -79,7 +78,10 @@ def trim_log(job_id: int) -> None:
     """Keep only the latest ``LOG_LINES_KEPT`` lines of a job."""
     keep = get_setting("LOG_LINES_KEPT")
     oldest_kept = (
-        JobLog.objects.filter(job_id=job_id).order_by("-id").values_list("id", flat=True)[keep - 1 : keep].first()
+        JobLog.objects.filter(job_id=job_id)
+        .order_by("-id")
+        .values_list("id", flat=True)[keep - 1 : keep]
+        .first()
     )
     if oldest_kept is not None:
         JobLog.objects.filter(job_id=job_id, id__lt=oldest_kept).delete()
@@ -154,13 +156,19 @@ def enqueue(
     >>> job, created = enqueue("deploy_site", subject={"site_id": 7}, idempotency_key="deploy-7")
     """
     definition = kind if isinstance(kind, JobKind) else get_kind(kind)
-    subject = to_json({} if subject is None else subject, what="The subject", max_bytes=get_setting("MAX_SUBJECT_BYTES"))
+    subject = to_json(
+        {} if subject is None else subject, what="The subject", max_bytes=get_setting("MAX_SUBJECT_BYTES")
+    )
     if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key.strip()):
         raise _refuse(f"An idempotency key must be a non-blank string, not {idempotency_key!r}.")
     key = _optional_text(idempotency_key, "The idempotency key") or None
-    if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1):
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
         raise _refuse(f"max_attempts must be an integer of at least 1, not {max_attempts!r}.")
-    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE):
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE
+    ):
         raise _refuse(f"priority must be an integer from -100 to 100, not {priority!r}.")
     status = initial_status or Status.QUEUED
     if status not in INITIAL_STATUSES:
@@ -368,7 +376,9 @@ class Lease:
 
     def cancel_requested(self) -> bool:
         """Renew the lease and say whether an operator asked to cancel."""
-        row = Job.objects.filter(pk=self.job.pk, lease_token=self.token).values_list("cancel_requested", flat=True)
+        row = Job.objects.filter(pk=self.job.pk, lease_token=self.token).values_list(
+            "cancel_requested", flat=True
+        )
         requested = row.first()
         if requested is None:
             raise LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
@@ -390,7 +400,9 @@ class Lease:
             self.renew()
             JobLog.objects.create(job_id=self.job.pk, line=clean_log_line(line))
 
-    def finish(self, fields: dict[str, Any], steps: Iterable[JobStep] = (), log_line: str | None = None) -> None:
+    def finish(
+        self, fields: dict[str, Any], steps: Iterable[JobStep] = (), log_line: str | None = None
+    ) -> None:
         """Apply the run's outcome and give the job up, fenced: nothing is written if it is no longer ours."""
         status = fields["status"]
         with transaction.atomic():

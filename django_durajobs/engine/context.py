@@ -66,7 +66,9 @@ def _moment(value: datetime | timedelta | None, name: str) -> datetime | None:
         return timezone.now() + value
     if isinstance(value, datetime) and timezone.is_aware(value):
         return value
-    raise JobError("invalid_input", f"{name} must be a timezone-aware datetime or a timedelta, not {value!r}.")
+    raise JobError(
+        "invalid_input", f"{name} must be a timezone-aware datetime or a timedelta, not {value!r}."
+    )
 
 
 def _normalise_actions(actions: Any) -> list[dict[str, Any]] | None:
@@ -94,7 +96,8 @@ class JobContext:
         self.resume_action: str | None = self.job.resume_action or None
         self.resume_data: Any = self.job.resume_data
         self.steps: dict[str, JobStep] = {
-            step.step_id: step for step in JobStep.objects.filter(job_id=self.job.pk, phase=self.phase).order_by("position")
+            step.step_id: step
+            for step in JobStep.objects.filter(job_id=self.job.pk, phase=self.phase).order_by("position")
         }
 
     @property
@@ -122,10 +125,22 @@ class JobContext:
         create = step is None
         if create:
             position = max((known.position for known in self.steps.values()), default=-1) + 1
-            step = JobStep(job_id=self.job.pk, phase=self.phase, position=position, step_id=step_id, title=title or step_id)
+            step = JobStep(
+                job_id=self.job.pk,
+                phase=self.phase,
+                position=position,
+                step_id=step_id,
+                title=title or step_id,
+            )
             self.steps[step_id] = step
         self._lease.save_step(
-            step, create=create, state=StepState.RUNNING, started_at=timezone.now(), ended_at=None, detail="", error=""
+            step,
+            create=create,
+            state=StepState.RUNNING,
+            started_at=timezone.now(),
+            ended_at=None,
+            detail="",
+            error="",
         )
         what = f"The result of step {step_id!r}"
         try:
@@ -138,12 +153,16 @@ class JobContext:
                 self._done(step, result)
         except Interrupt as interrupt:
             self.interrupted_step = step
-            self._lease.save_step(step, state=interrupt.step_state, detail=redact_text(interrupt.detail or ""))
+            self._lease.save_step(
+                step, state=interrupt.step_state, detail=redact_text(interrupt.detail or "")
+            )
             raise
         except LeaseLost:
             raise
         except Exception as exc:
-            self._lease.save_step(step, state=StepState.FAILED, ended_at=timezone.now(), error=describe_exception(exc))
+            self._lease.save_step(
+                step, state=StepState.FAILED, ended_at=timezone.now(), error=describe_exception(exc)
+            )
             raise
         return result
 
@@ -171,17 +190,22 @@ class JobContext:
             raise JobError("invalid_input", f"A revert cannot {what}; it runs to its end or fails.")
 
     def wait_external(
-        self, reason: str, resume_at: datetime | timedelta | None = None, status: str = Status.AWAITING_EXTERNAL
+        self,
+        reason: str,
+        resume_at: datetime | timedelta | None = None,
+        status: str = Status.AWAITING_EXTERNAL,
     ) -> None:
         """Park the job until ``resume()`` is called or ``resume_at`` comes; the run is re-entered then."""
         self._no_waiting_in_revert("wait for an outside event")
         if status not in EXTERNAL_WAITS:
             allowed = ", ".join(sorted(EXTERNAL_WAITS))
-            raise JobError("invalid_input", f"{status!r} is not a waiting status a run can choose; use one of {allowed}.")
+            raise JobError(
+                "invalid_input", f"{status!r} is not a waiting status a run can choose; use one of {allowed}."
+            )
         raise WaitInterrupt(str(reason), _moment(resume_at, "resume_at"), status)
 
     def needs_user(self, message: str, actions: Any = None) -> None:
-        """Stop until a person answers; ``actions`` (ids, or dicts with ``id``/``label``) are offered as buttons."""
+        """Stop until a person answers; ``actions`` (ids, or ``{"id", "label"}`` dicts) become buttons."""
         self._no_waiting_in_revert("wait for a person's decision")
         raise NeedsUserInterrupt(str(message), _normalise_actions(actions))
 
@@ -190,7 +214,9 @@ class JobContext:
         if isinstance(seconds, timedelta):
             seconds = seconds.total_seconds()
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
-            raise JobError("invalid_input", f"retry_later needs a delay of zero seconds or more, not {seconds!r}.")
+            raise JobError(
+                "invalid_input", f"retry_later needs a delay of zero seconds or more, not {seconds!r}."
+            )
         raise RetryLaterInterrupt(float(seconds), reason or "")
 
     def check_cancel(self) -> None:

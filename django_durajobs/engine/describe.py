@@ -102,7 +102,9 @@ def describe(job: Job | int) -> dict[str, Any]:
     current = next((step for step in active if step.state in ACTIVE_STEP_STATES), None) or next(
         (step for step in active if step.state == StepState.PENDING), None
     )
-    following = active[active.index(current) + 1] if current and active.index(current) + 1 < len(active) else None
+    following = (
+        active[active.index(current) + 1] if current and active.index(current) + 1 < len(active) else None
+    )
     keep = get_setting("LOG_LINES_KEPT")
     log = list(JobLog.objects.filter(job=job).order_by("-id")[:keep])[::-1]
     has_children = Job.objects.filter(parent=job).exists()

@@ -7,6 +7,7 @@ stored intact (replay must return exactly what the step returned) and redacted w
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from ..conf import get_setting
@@ -37,7 +38,12 @@ _TEXT_PATTERNS = [
     # JSON Web Tokens.
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"), REDACTED),
     # Well-known key formats: GitHub, Slack, Stripe/OpenAI-style, AWS access key ids.
-    (re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}|sk_(live|test)_[A-Za-z0-9]{10,}|sk-[A-Za-z0-9_\-]{20,}|AKIA[0-9A-Z]{16})\b"), REDACTED),
+    (
+        re.compile(
+            r"\b(gh[pousr]_[A-Za-z0-9]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}|sk_(live|test)_[A-Za-z0-9]{10,}|sk-[A-Za-z0-9_\-]{20,}|AKIA[0-9A-Z]{16})\b"
+        ),
+        REDACTED,
+    ),
 ]
 
 
@@ -51,16 +57,18 @@ def is_sensitive_key(key: object, words: tuple[str, ...] | None = None) -> bool:
     return any(word in normalised for word in (words or _sensitive_words()))
 
 
+@lru_cache(maxsize=8)
 def _key_value_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
     # password=hunter2, "api_key": "abc", token: abc, DB_PASSWORD='x y' ...
     alternatives = "|".join(re.escape(word) for word in sorted(words, key=len, reverse=True))
     return re.compile(
         r"""(?ix)
-        (?P<key>["']?[\w\-.]*(?:%s)[\w\-.]*["']?)      # a key that names a secret
-        (?P<sep>\s*[:=]\s*|\s+is\s+)                     # = or : or " is "
-        (?P<value>"[^"]*"|'[^']*'|[^\s,;&"'}\])]+)      # the quoted or bare value
+        (?P<key>["']?[\w\-.]*(?:"""
+        + alternatives
+        + r""")[\w\-.]*["']?)                      # a key that names a secret
+        (?P<sep>\s*[:=]\s*|\s+is\s+)              # = or : or " is "
+        (?P<value>"[^"]*"|'[^']*'|[^\s,;&"'}\])]+)  # the quoted or bare value
         """
-        % alternatives
     )
 
 

@@ -15,7 +15,14 @@ from ..errors import JobError, LeaseLost
 from ..models import JobStep
 from ..registry import JobKind, get_kind
 from ..status import Status, StepState
-from .context import CancelInterrupt, Interrupt, JobContext, NeedsUserInterrupt, RetryLaterInterrupt, WaitInterrupt
+from .context import (
+    CancelInterrupt,
+    Interrupt,
+    JobContext,
+    NeedsUserInterrupt,
+    RetryLaterInterrupt,
+    WaitInterrupt,
+)
 from .redact import describe_exception, redact, redact_text
 from .retry import backoff
 from .values import to_json
@@ -38,7 +45,9 @@ def execute(lease) -> str | None:
     """Run the leased job to its next state; returns that status, or None if the lease was lost."""
     job = lease.job
     reverting = job.status == Status.REVERTING
-    logger.info("Job %s (%s) %s on %s", job.pk, job.kind, "reverting" if reverting else "started", lease.worker_id)
+    logger.info(
+        "Job %s (%s) %s on %s", job.pk, job.kind, "reverting" if reverting else "started", lease.worker_id
+    )
     try:
         kind = get_kind(job.kind)
         ctx = JobContext(lease, reverting=reverting)
@@ -47,7 +56,10 @@ def execute(lease) -> str | None:
         logger.warning("Job %s abandoned: %s", job.pk, lost)
         return None
     except JobError as exc:
-        outcome = Outcome({"status": Status.FAILED, "error": str(exc), "error_code": exc.code, "ended_at": timezone.now()}, str(exc))
+        outcome = Outcome(
+            {"status": Status.FAILED, "error": str(exc), "error_code": exc.code, "ended_at": timezone.now()},
+            str(exc),
+        )
     try:
         lease.finish(outcome.fields, outcome.steps, outcome.log_line)
     except LeaseLost as lost:
@@ -78,15 +90,26 @@ def _perform(kind: JobKind, ctx: JobContext) -> Outcome:
 
 def _finished(ctx: JobContext, value: Any) -> Outcome:
     now = timezone.now()
-    common = dict(ended_at=now, error="", error_code="", wait_reason="", eta_at=None, next_run_at=None, cancel_requested=False)
+    common = dict(
+        ended_at=now,
+        error="",
+        error_code="",
+        wait_reason="",
+        eta_at=None,
+        next_run_at=None,
+        cancel_requested=False,
+    )
     if ctx.reverting:
         return Outcome(dict(status=Status.REVERTED, **common), "Reverted.")
     try:
         result = redact(to_json(value, what="The job's result", code="unserializable_result"))
     except JobError as exc:
-        return Outcome(dict(status=Status.FAILED, error=str(exc), error_code=exc.code, ended_at=now), str(exc))
+        return Outcome(
+            dict(status=Status.FAILED, error=str(exc), error_code=exc.code, ended_at=now), str(exc)
+        )
     return Outcome(
-        dict(status=Status.DONE, result=result, progress=100, resume_action="", resume_data=None, **common), "Done."
+        dict(status=Status.DONE, result=result, progress=100, resume_action="", resume_data=None, **common),
+        "Done.",
     )
 
 
@@ -136,13 +159,16 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
         fields = dict(status=status, next_run_at=run_at, wait_reason=detail, **give_back)
         return Outcome(fields, f"Runs again in {interrupt.seconds:g} s{': ' + detail if detail else ''}.")
     if isinstance(interrupt, CancelInterrupt):
-        fields = dict(status=Status.CANCELLED, ended_at=timezone.now(), cancel_requested=False, next_run_at=None)
+        fields = dict(
+            status=Status.CANCELLED, ended_at=timezone.now(), cancel_requested=False, next_run_at=None
+        )
         return Outcome(fields, "Cancelled.")
     raise TypeError(f"Unknown interrupt {interrupt!r}")
 
 
 def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
     job = ctx.job
+    logger.warning("Job %s (%s) raised in try %s", job.pk, job.kind, job.attempt, exc_info=exc)
     error = describe_exception(exc)
     code = exc.code if isinstance(getattr(exc, "code", None), str) and exc.code else None
     now = timezone.now()
@@ -151,9 +177,13 @@ def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
         return Outcome(fields, f"Revert failed: {error}")
     if kind.is_retryable(exc) and job.attempt < job.max_attempts:
         delay = backoff(kind, job.attempt)
-        fields = dict(status=Status.QUEUED, next_run_at=now + delay, error=error, error_code=code or "transient")
-        return Outcome(fields, f"Try {job.attempt} of {job.max_attempts} failed; retrying in {delay.total_seconds():g} s: {error}")
-    logger.debug("Job %s failed", job.pk, exc_info=exc)
+        fields = dict(
+            status=Status.QUEUED, next_run_at=now + delay, error=error, error_code=code or "transient"
+        )
+        return Outcome(
+            fields,
+            f"Try {job.attempt} of {job.max_attempts} failed; "
+            f"retrying in {delay.total_seconds():g} s: {error}",
+        )
     fields = dict(status=Status.FAILED, error=error, error_code=code or "failed", ended_at=now)
     return Outcome(fields, f"Failed: {error}")
-

@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,112 +14,263 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(max_length=100, verbose_name='kind')),
-                ('label', models.CharField(max_length=255, verbose_name='label')),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('paused', 'Paused'), ('awaiting_external', 'Awaiting external event'), ('needs_user', 'Needs a decision'), ('awaiting_approval', 'Awaiting approval'), ('awaiting_payment', 'Awaiting payment'), ('not_ready', 'Not ready'), ('needs_setup', 'Needs setup'), ('reverting', 'Reverting'), ('reverted', 'Reverted')], default='queued', max_length=20, verbose_name='status')),
-                ('phase', models.CharField(choices=[('run', 'Run'), ('revert', 'Revert')], default='run', max_length=10, verbose_name='phase')),
-                ('subject', models.JSONField(default=dict, verbose_name='subject')),
-                ('queue', models.CharField(default='default', max_length=100, verbose_name='queue')),
-                ('priority', models.SmallIntegerField(default=0, help_text='-100 to 100; larger runs sooner.', verbose_name='priority')),
-                ('attempt', models.PositiveIntegerField(default=0, verbose_name='attempt')),
-                ('max_attempts', models.PositiveIntegerField(default=1, verbose_name='max attempts')),
-                ('next_run_at', models.DateTimeField(blank=True, help_text='When a queued job is due, or when a timed wait wakes.', null=True, verbose_name='next run')),
-                ('locked_by', models.CharField(blank=True, default='', max_length=255, verbose_name='locked by')),
-                ('locked_at', models.DateTimeField(blank=True, null=True, verbose_name='lease renewed at')),
-                ('lease_token', models.CharField(blank=True, default='', max_length=32, verbose_name='lease token')),
-                ('worker_losses', models.PositiveSmallIntegerField(default=0, verbose_name='worker losses')),
-                ('result', models.JSONField(blank=True, null=True, verbose_name='result')),
-                ('error', models.TextField(blank=True, default='', verbose_name='error')),
-                ('error_code', models.CharField(blank=True, default='', max_length=100, verbose_name='error code')),
-                ('wait_reason', models.TextField(blank=True, default='', verbose_name='wait reason')),
-                ('user_message', models.TextField(blank=True, default='', verbose_name='user message')),
-                ('actions', models.JSONField(blank=True, null=True, verbose_name='offered actions')),
-                ('resume_action', models.CharField(blank=True, default='', max_length=100, verbose_name='chosen action')),
-                ('resume_data', models.JSONField(blank=True, null=True, verbose_name='resume data')),
-                ('eta_at', models.DateTimeField(blank=True, null=True, verbose_name='ETA')),
-                ('progress', models.PositiveSmallIntegerField(default=0, verbose_name='progress')),
-                ('cancel_requested', models.BooleanField(default=False, verbose_name='cancel requested')),
-                ('idempotency_key', models.CharField(blank=True, max_length=255, null=True, unique=True, verbose_name='idempotency key')),
-                ('actor_type', models.CharField(default='user', max_length=20, verbose_name='actor type')),
-                ('group_id', models.CharField(blank=True, default='', max_length=255, verbose_name='group')),
-                ('subject_type', models.CharField(blank=True, default='', max_length=100, verbose_name='subject type')),
-                ('subject_id', models.CharField(blank=True, default='', max_length=255, verbose_name='subject id')),
-                ('external_ref', models.CharField(blank=True, default='', max_length=255, verbose_name='external reference')),
-                ('created_at', models.DateTimeField(auto_now_add=True, verbose_name='created')),
-                ('updated_at', models.DateTimeField(auto_now=True, verbose_name='updated')),
-                ('started_at', models.DateTimeField(blank=True, null=True, verbose_name='started')),
-                ('ended_at', models.DateTimeField(blank=True, null=True, verbose_name='ended')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL, verbose_name='created by')),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='children', to='django_durajobs.job', verbose_name='parent job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("kind", models.CharField(max_length=100, verbose_name="kind")),
+                ("label", models.CharField(max_length=255, verbose_name="label")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                            ("paused", "Paused"),
+                            ("awaiting_external", "Awaiting external event"),
+                            ("needs_user", "Needs a decision"),
+                            ("awaiting_approval", "Awaiting approval"),
+                            ("awaiting_payment", "Awaiting payment"),
+                            ("not_ready", "Not ready"),
+                            ("needs_setup", "Needs setup"),
+                            ("reverting", "Reverting"),
+                            ("reverted", "Reverted"),
+                        ],
+                        default="queued",
+                        max_length=20,
+                        verbose_name="status",
+                    ),
+                ),
+                (
+                    "phase",
+                    models.CharField(
+                        choices=[("run", "Run"), ("revert", "Revert")],
+                        default="run",
+                        max_length=10,
+                        verbose_name="phase",
+                    ),
+                ),
+                ("subject", models.JSONField(default=dict, verbose_name="subject")),
+                ("queue", models.CharField(default="default", max_length=100, verbose_name="queue")),
+                (
+                    "priority",
+                    models.SmallIntegerField(
+                        default=0, help_text="-100 to 100; larger runs sooner.", verbose_name="priority"
+                    ),
+                ),
+                ("attempt", models.PositiveIntegerField(default=0, verbose_name="attempt")),
+                ("max_attempts", models.PositiveIntegerField(default=1, verbose_name="max attempts")),
+                (
+                    "next_run_at",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="When a queued job is due, or when a timed wait wakes.",
+                        null=True,
+                        verbose_name="next run",
+                    ),
+                ),
+                (
+                    "locked_by",
+                    models.CharField(blank=True, default="", max_length=255, verbose_name="locked by"),
+                ),
+                ("locked_at", models.DateTimeField(blank=True, null=True, verbose_name="lease renewed at")),
+                (
+                    "lease_token",
+                    models.CharField(blank=True, default="", max_length=32, verbose_name="lease token"),
+                ),
+                ("worker_losses", models.PositiveSmallIntegerField(default=0, verbose_name="worker losses")),
+                ("result", models.JSONField(blank=True, null=True, verbose_name="result")),
+                ("error", models.TextField(blank=True, default="", verbose_name="error")),
+                (
+                    "error_code",
+                    models.CharField(blank=True, default="", max_length=100, verbose_name="error code"),
+                ),
+                ("wait_reason", models.TextField(blank=True, default="", verbose_name="wait reason")),
+                ("user_message", models.TextField(blank=True, default="", verbose_name="user message")),
+                ("actions", models.JSONField(blank=True, null=True, verbose_name="offered actions")),
+                (
+                    "resume_action",
+                    models.CharField(blank=True, default="", max_length=100, verbose_name="chosen action"),
+                ),
+                ("resume_data", models.JSONField(blank=True, null=True, verbose_name="resume data")),
+                ("eta_at", models.DateTimeField(blank=True, null=True, verbose_name="ETA")),
+                ("progress", models.PositiveSmallIntegerField(default=0, verbose_name="progress")),
+                ("cancel_requested", models.BooleanField(default=False, verbose_name="cancel requested")),
+                (
+                    "idempotency_key",
+                    models.CharField(
+                        blank=True, max_length=255, null=True, unique=True, verbose_name="idempotency key"
+                    ),
+                ),
+                ("actor_type", models.CharField(default="user", max_length=20, verbose_name="actor type")),
+                ("group_id", models.CharField(blank=True, default="", max_length=255, verbose_name="group")),
+                (
+                    "subject_type",
+                    models.CharField(blank=True, default="", max_length=100, verbose_name="subject type"),
+                ),
+                (
+                    "subject_id",
+                    models.CharField(blank=True, default="", max_length=255, verbose_name="subject id"),
+                ),
+                (
+                    "external_ref",
+                    models.CharField(
+                        blank=True, default="", max_length=255, verbose_name="external reference"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, verbose_name="created")),
+                ("updated_at", models.DateTimeField(auto_now=True, verbose_name="updated")),
+                ("started_at", models.DateTimeField(blank=True, null=True, verbose_name="started")),
+                ("ended_at", models.DateTimeField(blank=True, null=True, verbose_name="ended")),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                        verbose_name="created by",
+                    ),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="children",
+                        to="django_durajobs.job",
+                        verbose_name="parent job",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'job',
-                'verbose_name_plural': 'jobs',
-                'ordering': ['-created_at', '-id'],
-                'permissions': [('operate_job', 'Can resume, retry, pause and cancel jobs and answer their questions'), ('revert_job', 'Can revert jobs')],
+                "verbose_name": "job",
+                "verbose_name_plural": "jobs",
+                "ordering": ["-created_at", "-id"],
+                "permissions": [
+                    ("operate_job", "Can resume, retry, pause and cancel jobs and answer their questions"),
+                    ("revert_job", "Can revert jobs"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='JobLog',
+            name="JobLog",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(auto_now_add=True, verbose_name='at')),
-                ('line', models.TextField(verbose_name='line')),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='log_lines', to='django_durajobs.job', verbose_name='job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("at", models.DateTimeField(auto_now_add=True, verbose_name="at")),
+                ("line", models.TextField(verbose_name="line")),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="log_lines",
+                        to="django_durajobs.job",
+                        verbose_name="job",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'log line',
-                'verbose_name_plural': 'log lines',
-                'ordering': ['job', 'id'],
+                "verbose_name": "log line",
+                "verbose_name_plural": "log lines",
+                "ordering": ["job", "id"],
             },
         ),
         migrations.CreateModel(
-            name='JobStep',
+            name="JobStep",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('phase', models.CharField(choices=[('run', 'Run'), ('revert', 'Revert')], default='run', max_length=10, verbose_name='phase')),
-                ('position', models.PositiveIntegerField(verbose_name='position')),
-                ('step_id', models.CharField(max_length=100, verbose_name='step')),
-                ('title', models.CharField(max_length=255, verbose_name='title')),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed'), ('waiting', 'Waiting'), ('needs_user', 'Needs a decision')], default='pending', max_length=20, verbose_name='state')),
-                ('started_at', models.DateTimeField(blank=True, null=True, verbose_name='started')),
-                ('ended_at', models.DateTimeField(blank=True, null=True, verbose_name='ended')),
-                ('detail', models.TextField(blank=True, default='', verbose_name='detail')),
-                ('error', models.TextField(blank=True, default='', verbose_name='error')),
-                ('result', models.JSONField(blank=True, null=True, verbose_name='result')),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='django_durajobs.job', verbose_name='job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "phase",
+                    models.CharField(
+                        choices=[("run", "Run"), ("revert", "Revert")],
+                        default="run",
+                        max_length=10,
+                        verbose_name="phase",
+                    ),
+                ),
+                ("position", models.PositiveIntegerField(verbose_name="position")),
+                ("step_id", models.CharField(max_length=100, verbose_name="step")),
+                ("title", models.CharField(max_length=255, verbose_name="title")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                            ("waiting", "Waiting"),
+                            ("needs_user", "Needs a decision"),
+                        ],
+                        default="pending",
+                        max_length=20,
+                        verbose_name="state",
+                    ),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True, verbose_name="started")),
+                ("ended_at", models.DateTimeField(blank=True, null=True, verbose_name="ended")),
+                ("detail", models.TextField(blank=True, default="", verbose_name="detail")),
+                ("error", models.TextField(blank=True, default="", verbose_name="error")),
+                ("result", models.JSONField(blank=True, null=True, verbose_name="result")),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="steps",
+                        to="django_durajobs.job",
+                        verbose_name="job",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'step',
-                'verbose_name_plural': 'steps',
-                'ordering': ['job', 'phase', 'position'],
+                "verbose_name": "step",
+                "verbose_name_plural": "steps",
+                "ordering": ["job", "phase", "position"],
             },
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['status', 'next_run_at'], name='durajobs_status_next_run'),
+            model_name="job",
+            index=models.Index(fields=["status", "next_run_at"], name="durajobs_status_next_run"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['group_id', 'created_at'], name='durajobs_group'),
+            model_name="job",
+            index=models.Index(fields=["group_id", "created_at"], name="durajobs_group"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['subject_type', 'subject_id', 'created_at'], name='durajobs_subject'),
+            model_name="job",
+            index=models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['parent', 'created_at'], name='durajobs_parent'),
+            model_name="job",
+            index=models.Index(fields=["parent", "created_at"], name="durajobs_parent"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['kind', 'created_at'], name='durajobs_kind'),
+            model_name="job",
+            index=models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
         ),
         migrations.AddConstraint(
-            model_name='jobstep',
-            constraint=models.UniqueConstraint(fields=('job', 'phase', 'step_id'), name='durajobs_step_unique'),
+            model_name="jobstep",
+            constraint=models.UniqueConstraint(
+                fields=("job", "phase", "step_id"), name="durajobs_step_unique"
+            ),
         ),
     ]
