@@ -16,9 +16,9 @@ from typing import Any
 from django.utils import timezone
 
 from . import store
-from .engine.redact import redact_text
+from .engine.redact import shown_text
 from .engine.runner import execute
-from .engine.values import to_json
+from .engine.values import check_text, to_json
 from .errors import JobError
 from .models import Job
 from .registry import get_kind
@@ -223,9 +223,8 @@ def _updated_value(name: str, value: Any) -> Any:
     limit = Job._meta.get_field(name).max_length
     if limit and len(text) > limit:
         raise JobError("invalid_input", f"{name} is {len(text)} characters long; the limit is {limit}.")
-    if "\x00" in text:
-        raise JobError("invalid_input", f"{name} holds a NUL character.")
-    return redact_text(text) if name in ("wait_reason", "user_message") else text
+    check_text(text, name)
+    return shown_text(text) if name in ("wait_reason", "user_message") else text
 
 
 def update(job: JobRef, **fields: Any) -> Job:

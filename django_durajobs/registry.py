@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .engine.values import text_problem
 from .errors import JobError
 
 if TYPE_CHECKING:
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 RunFunction = Callable[["Job", "JobContext"], Any]
 
 PRIORITY_RANGE = range(-100, 101)
+NAME_MAX_LENGTH = 100  # of kind names and step ids, as the columns hold them
 
 _registry: dict[str, JobKind] = {}
 
@@ -59,13 +61,29 @@ class JobKind:
         return bool(self.retryable and self.retryable(exc))
 
 
+def name_problem(name: Any, what: str) -> str | None:
+    """Why ``name`` cannot be a kind name or step id, or None."""
+    if not isinstance(name, str) or not name.strip():
+        return f"{what} must be a non-blank string, not {name!r}."
+    if len(name) > NAME_MAX_LENGTH:
+        return f"{what} {name[:20]!r}… is {len(name)} characters long; the limit is {NAME_MAX_LENGTH}."
+    if text_problem(name):
+        return f"{what} {name!r} holds {text_problem(name)}."
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _normalise_steps(steps: Iterable[Any]) -> tuple[tuple[str, str], ...]:
     normalised: list[tuple[str, str]] = []
     for step in steps:
         step_id, title = (step, step) if isinstance(step, str) else tuple(step)
-        if not isinstance(step_id, str) or not step_id.strip():
-            raise ValueError(f"Step ids must be non-empty strings, not {step_id!r}.")
-        normalised.append((step_id, str(title)))
+        problem = name_problem(step_id, "A step id")
+        if problem:
+            raise ValueError(problem)
+        normalised.append((step_id, str(title)[:255]))
     ids = [step_id for step_id, _ in normalised]
     if len(set(ids)) != len(ids):
         raise ValueError(f"Step ids must be unique: {ids}.")
@@ -90,13 +108,16 @@ def job(
     ... def deploy_site(job, ctx):
     ...     ctx.step("build", lambda: build(job.subject["site_id"]))
     """
-    if not isinstance(max_attempts, int) or max_attempts < 1:
+    if not _is_int(max_attempts) or max_attempts < 1:
         raise ValueError(f"max_attempts must be an integer of at least 1, not {max_attempts!r}.")
-    if priority not in PRIORITY_RANGE:
-        raise ValueError(f"priority must be between -100 and 100, not {priority!r}.")
+    if not _is_int(priority) or priority not in PRIORITY_RANGE:
+        raise ValueError(f"priority must be an integer from -100 to 100, not {priority!r}.")
 
     def register(fn: RunFunction) -> JobKind:
         kind_name = name or fn.__name__
+        problem = name_problem(kind_name, "A job kind's name")
+        if problem:
+            raise ValueError(problem)
         existing = _registry.get(kind_name)
         if existing is not None and _qualname(existing.run) != _qualname(fn):
             raise ValueError(
@@ -106,7 +127,7 @@ def job(
         kind = JobKind(
             name=kind_name,
             run=fn,
-            title=title or kind_name,
+            title=(title or kind_name)[:255],
             steps=_normalise_steps(steps),
             max_attempts=max_attempts,
             retryable=retryable,

@@ -18,8 +18,8 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from .conf import get_setting
-from .engine.redact import redact_text
-from .engine.values import to_json
+from .engine.redact import shown_text
+from .engine.values import check_text, to_json
 from .errors import JobError, LeaseLost
 from .models import Job, JobLog, JobStep
 from .registry import PRIORITY_RANGE, JobKind, get_kind, known_kinds
@@ -69,9 +69,7 @@ def append_log(job_id: int, line: str) -> None:
 
 
 def clean_log_line(line: Any) -> str:
-    limit = get_setting("LOG_LINE_MAX_CHARS")
-    text = redact_text(str(line))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shown_text(line, get_setting("LOG_LINE_MAX_CHARS"))
 
 
 def trim_log(job_id: int) -> None:
@@ -100,9 +98,7 @@ def _optional_text(value: Any, name: str, max_length: int = 255) -> str:
     text = str(value)
     if len(text) > max_length:
         raise _refuse(f"{name} is {len(text)} characters long; the limit is {max_length}.")
-    if "\x00" in text:
-        raise _refuse(f"{name} holds a NUL character.")
-    return text
+    return check_text(text, name)
 
 
 def _run_at(run_at: datetime | timedelta | None) -> datetime:
@@ -181,7 +177,8 @@ def enqueue(
         queue=_optional_text(queue, "The queue", 100) or definition.queue,
         priority=definition.priority if priority is None else priority,
         max_attempts=max_attempts or definition.max_attempts,
-        next_run_at=_run_at(run_at) if status == Status.QUEUED else None,
+        # A waiting job's next_run_at is when it wakes by itself: only if asked for.
+        next_run_at=_run_at(run_at) if status == Status.QUEUED or run_at is not None else None,
         idempotency_key=key,
         created_by_id=getattr(created_by, "pk", created_by),
         actor_type=_optional_text(actor_type, "The actor type", 20) or Job.ActorType.USER,

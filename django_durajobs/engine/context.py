@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from ..errors import JobError, LeaseLost
 from ..models import Job, JobStep
+from ..registry import name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
-from .redact import describe_exception, redact_text
+from .redact import describe_exception, shown_text
 from .values import to_json
 
 if TYPE_CHECKING:
@@ -116,8 +117,9 @@ class JobContext:
         ``atomic=True`` runs ``fn`` and the checkpoint in one transaction, so a step whose effects
         are writes to this database happens exactly once.
         """
-        if not isinstance(step_id, str) or not step_id.strip():
-            raise JobError("invalid_input", f"A step id must be a non-blank string, not {step_id!r}.")
+        problem = name_problem(step_id, "A step id")
+        if problem:
+            raise JobError("invalid_input", problem)
         step = self.steps.get(step_id)
         if step is not None and step.state == StepState.DONE:
             return step.result
@@ -130,7 +132,7 @@ class JobContext:
                 phase=self.phase,
                 position=position,
                 step_id=step_id,
-                title=title or step_id,
+                title=shown_text(title or step_id, 255),
             )
             self.steps[step_id] = step
         self._lease.save_step(
@@ -153,9 +155,7 @@ class JobContext:
                 self._done(step, result)
         except Interrupt as interrupt:
             self.interrupted_step = step
-            self._lease.save_step(
-                step, state=interrupt.step_state, detail=redact_text(interrupt.detail or "")
-            )
+            self._lease.save_step(step, state=interrupt.step_state, detail=interrupt.detail)
             raise
         except LeaseLost:
             raise
@@ -202,12 +202,12 @@ class JobContext:
             raise JobError(
                 "invalid_input", f"{status!r} is not a waiting status a run can choose; use one of {allowed}."
             )
-        raise WaitInterrupt(str(reason), _moment(resume_at, "resume_at"), status)
+        raise WaitInterrupt(shown_text(reason), _moment(resume_at, "resume_at"), status)
 
     def needs_user(self, message: str, actions: Any = None) -> None:
         """Stop until a person answers; ``actions`` (ids, or ``{"id", "label"}`` dicts) become buttons."""
         self._no_waiting_in_revert("wait for a person's decision")
-        raise NeedsUserInterrupt(str(message), _normalise_actions(actions))
+        raise NeedsUserInterrupt(shown_text(message), _normalise_actions(actions))
 
     def retry_later(self, seconds: float | timedelta, reason: str | None = None) -> None:
         """Run again in ``seconds``; this is not a failure and uses no attempt."""
@@ -217,7 +217,7 @@ class JobContext:
             raise JobError(
                 "invalid_input", f"retry_later needs a delay of zero seconds or more, not {seconds!r}."
             )
-        raise RetryLaterInterrupt(float(seconds), reason or "")
+        raise RetryLaterInterrupt(float(seconds), shown_text(reason or ""))
 
     def check_cancel(self) -> None:
         """Stop here if an operator asked to cancel (done automatically at every step boundary)."""

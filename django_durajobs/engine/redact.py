@@ -1,7 +1,8 @@
 """Keeping secrets out of what a job shows.
 
-Log lines, error text and run results are redacted before they are stored; step results are
-stored intact (replay must return exactly what the step returned) and redacted when shown.
+Log lines, error text, wait reasons, user messages and run results are redacted before they are
+stored; step results are stored intact (replay must return exactly what the step returned) and
+redacted when shown.
 """
 
 from __future__ import annotations
@@ -31,55 +32,76 @@ BUILTIN_KEYS = (
 
 # Credentials that stand on their own inside free text.
 _TEXT_PATTERNS = [
-    # Authorization schemes: "Bearer abc.def", "Basic dXNlcjpwYXNz", "Token abc".
-    (re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9\-._~+/]{6,}=*"), r"\1\2" + REDACTED),
-    # user:password@ in URLs (postgres://app:s3cret@db/..., https://u:p@host).
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/@]+):[^\s@/]+@"), r"\1:" + REDACTED + "@"),
+    # A bearer token outside a key: "sent Bearer abc.def-123".
+    (re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9\-._~+/]{8,}=*"), r"\1\2" + REDACTED),
+    # The password in URLs: postgres://app:s3cret@db/x, redis://:s3cret@host.
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/@]*):[^\s@/]+@"), r"\1:" + REDACTED + "@"),
     # JSON Web Tokens.
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"), REDACTED),
-    # Well-known key formats: GitHub, Slack, Stripe/OpenAI-style, AWS access key ids.
+    # Well-known key formats: GitHub, Slack, Stripe, OpenAI-style, AWS access key ids.
     (
         re.compile(
-            r"\b(gh[pousr]_[A-Za-z0-9]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}|sk_(live|test)_[A-Za-z0-9]{10,}|sk-[A-Za-z0-9_\-]{20,}|AKIA[0-9A-Z]{16})\b"
+            r"\b(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,}"
+            r"|[sr]k_(live|test)_[A-Za-z0-9]{10,}|sk-[A-Za-z0-9_\-]{20,}|AKIA[0-9A-Z]{16})\b"
         ),
         REDACTED,
     ),
 ]
 
 
+def _normalise_key(key: object) -> str:
+    return str(key).lower().replace("-", "_")
+
+
 def _sensitive_words() -> tuple[str, ...]:
-    extra = tuple(str(key).lower().replace("-", "_") for key in get_setting("REDACT_KEYS"))
-    return BUILTIN_KEYS + extra
+    return BUILTIN_KEYS + tuple(_normalise_key(key) for key in get_setting("REDACT_KEYS"))
 
 
 def is_sensitive_key(key: object, words: tuple[str, ...] | None = None) -> bool:
-    normalised = str(key).lower().replace("-", "_")
+    normalised = _normalise_key(key)
     return any(word in normalised for word in (words or _sensitive_words()))
 
 
 @lru_cache(maxsize=8)
 def _key_value_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
-    # password=hunter2, "api_key": "abc", token: abc, DB_PASSWORD='x y' ...
-    alternatives = "|".join(re.escape(word) for word in sorted(words, key=len, reverse=True))
+    # password=hunter2, "api_key": "abc", X-Api-Key: abc, Authorization: Bearer abc, DB_PASSWORD='x y'
+    alternatives = "|".join(
+        re.escape(word).replace("_", "[-_]") for word in sorted(words, key=len, reverse=True)
+    )
     return re.compile(
         r"""(?ix)
         (?P<key>["']?[\w\-.]*(?:"""
         + alternatives
-        + r""")[\w\-.]*["']?)                      # a key that names a secret
-        (?P<sep>\s*[:=]\s*|\s+is\s+)              # = or : or " is "
-        (?P<value>"[^"]*"|'[^']*'|[^\s,;&"'}\])]+)  # the quoted or bare value
+        + r""")[\w\-.]*["']?)                                   # a key that names a secret
+        (?P<sep>\s*[:=]\s*|\s+is\s+)                            # = or : or " is "
+        (?P<value>(?:(?:bearer|basic|token|digest)\s+)?         # an optional auth scheme
+                  (?:"[^"]*"|'[^']*'|[^\s,;&"'}\])]+))          # the quoted or bare value
         """
     )
+
+
+def storable_text(text: str) -> str:
+    """``text`` that every database stores: no NUL characters, no lone surrogates."""
+    return text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
 
 
 def redact_text(text: str) -> str:
     """``text`` with credentials replaced by ``[REDACTED]``."""
     if not text:
         return text
-    words = _sensitive_words()
-    text = _key_value_pattern(words).sub(lambda m: f"{m.group('key')}{m.group('sep')}{REDACTED}", text)
+    text = _key_value_pattern(_sensitive_words()).sub(
+        lambda m: f"{m.group('key')}{m.group('sep')}{REDACTED}", text
+    )
     for pattern, replacement in _TEXT_PATTERNS:
         text = pattern.sub(replacement, text)
+    return text
+
+
+def shown_text(value: Any, limit: int | None = None) -> str:
+    """Text a job shows (log line, error, wait reason, message), fit to store: redacted, shortened."""
+    text = redact_text(storable_text(str(value)))
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
     return text
 
 
@@ -103,8 +125,6 @@ def redact(value: Any) -> Any:
 
 
 def describe_exception(exc: BaseException, limit: int = 4000) -> str:
-    """A redacted one-line account of an exception, fit to store as a job's error."""
+    """A redacted account of an exception, fit to store as a job's error."""
     message = str(exc)
-    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    text = redact_text(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shown_text(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, limit)

@@ -23,7 +23,7 @@ from .context import (
     RetryLaterInterrupt,
     WaitInterrupt,
 )
-from .redact import describe_exception, redact, redact_text
+from .redact import describe_exception, redact
 from .retry import backoff
 from .values import to_json
 
@@ -123,12 +123,12 @@ def _mark_next_pending_step(ctx: JobContext, interrupt: Interrupt) -> list[JobSt
     if following is None:
         return []
     following.state = interrupt.step_state
-    following.detail = redact_text(interrupt.detail)
+    following.detail = interrupt.detail
     return [following]
 
 
 def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
-    detail = redact_text(interrupt.detail or "")
+    detail = interrupt.detail
     give_back = {} if ctx.reverting else {"attempt": GIVE_ATTEMPT_BACK}
     if isinstance(interrupt, WaitInterrupt):
         fields = dict(

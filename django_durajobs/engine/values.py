@@ -1,7 +1,8 @@
 """What may be stored as JSON: the checks behind ``invalid_input`` and ``unserializable_result``.
 
-Stricter than ``json.dumps``: NaN and Infinity are not JSON, and PostgreSQL's jsonb refuses
-NUL characters, so both are refused everywhere, identically on every database.
+Stricter than ``json.dumps``: NaN and Infinity are not JSON, PostgreSQL's jsonb refuses NUL
+characters, and no database stores a lone surrogate, so all are refused everywhere, identically
+on every database. (``json.dumps`` escapes non-ASCII, so the JSON text's length is its size.)
 """
 
 from __future__ import annotations
@@ -12,19 +13,38 @@ from typing import Any
 from ..errors import JobError
 
 
-def _find_nul(value: Any, path: str = "$") -> str | None:
+def text_problem(text: str) -> str | None:
+    """Why a database would refuse ``text``, or None."""
+    if "\x00" in text:
+        return "a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a lone surrogate (not valid Unicode)"
+    return None
+
+
+def check_text(text: str, what: str) -> str:
+    problem = text_problem(text)
+    if problem:
+        raise JobError("invalid_input", f"{what} holds {problem}, which cannot be stored.")
+    return text
+
+
+def _find_unstorable(value: Any, path: str = "$") -> tuple[str, str] | None:
+    """Where in a decoded JSON value a string is that a database would refuse, and why."""
     if isinstance(value, str):
-        return path if "\x00" in value else None
+        problem = text_problem(value)
+        return (path, problem) if problem else None
     if isinstance(value, dict):
         for key, sub in value.items():
-            if "\x00" in key:
-                return f"{path} key {key!r}"
-            found = _find_nul(sub, f"{path}.{key}")
+            problem = text_problem(key)
+            found = (f"{path} key {key!r}", problem) if problem else _find_unstorable(sub, f"{path}.{key}")
             if found:
                 return found
-    elif isinstance(value, (list, tuple)):
+    elif isinstance(value, list):
         for index, sub in enumerate(value):
-            found = _find_nul(sub, f"{path}[{index}]")
+            found = _find_unstorable(sub, f"{path}[{index}]")
             if found:
                 return found
     return None
@@ -42,9 +62,10 @@ def to_json(value: Any, *, what: str, code: str = "invalid_input", max_bytes: in
         raise JobError(code, f"{what} holds NaN or Infinity, which JSON cannot store ({exc}).") from None
     except (TypeError, RecursionError) as exc:
         raise JobError(code, f"{what} is not JSON-serialisable: {exc}.") from None
-    nul_at = _find_nul(value)
-    if nul_at:
-        raise JobError(code, f"{what} holds a NUL character (at {nul_at}), which cannot be stored.")
-    if max_bytes is not None and len(text.encode()) > max_bytes:
-        raise JobError(code, f"{what} is {len(text.encode()):,} bytes; the limit is {max_bytes:,}.")
-    return json.loads(text)
+    if max_bytes is not None and len(text) > max_bytes:
+        raise JobError(code, f"{what} is {len(text):,} bytes as JSON; the limit is {max_bytes:,}.")
+    decoded = json.loads(text)
+    unstorable = _find_unstorable(decoded)
+    if unstorable:
+        raise JobError(code, f"{what} holds {unstorable[1]} at {unstorable[0]}, which cannot be stored.")
+    return decoded

@@ -5,6 +5,19 @@ from django.conf import settings
 from django.db import migrations, models
 
 
+def keys_compare_exactly(apps, schema_editor):
+    """MySQL/MariaDB compare with a case- and accent-insensitive, space-padding collation by default;
+    idempotency keys "Deploy-7" and "deploy-7" (and step ids "Build" and "build") must differ,
+    as they do on PostgreSQL and SQLite."""
+    if schema_editor.connection.vendor != "mysql":
+        return
+    # Binary and NO PAD: a trailing space makes a different key too.
+    collation = "utf8mb4_nopad_bin" if schema_editor.connection.mysql_is_mariadb else "utf8mb4_0900_bin"
+    exact = f"CHARACTER SET utf8mb4 COLLATE {collation}"
+    schema_editor.execute(f"ALTER TABLE django_durajobs_job MODIFY idempotency_key varchar(255) {exact} NULL")
+    schema_editor.execute(f"ALTER TABLE django_durajobs_jobstep MODIFY step_id varchar(100) {exact} NOT NULL")
+
+
 class Migration(migrations.Migration):
     initial = True
 
@@ -273,4 +286,5 @@ class Migration(migrations.Migration):
                 fields=("job", "phase", "step_id"), name="durajobs_step_unique"
             ),
         ),
+        migrations.RunPython(keys_compare_exactly, migrations.RunPython.noop, atomic=False),
     ]

@@ -1,0 +1,303 @@
+"""Secrets never reach the database through logs, errors, results or messages; step results are
+kept intact for replay and redacted wherever they are shown.
+
+The unit tests exercise ``redact_text`` / ``redact`` directly. The end-to-end tests read the
+stored rows back with raw SQL, so nothing between the database and the assertion could hide a
+secret that was written.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from django_durajobs import Job, JobLog, JobStep, Status, describe, drain, enqueue, resume, update
+from django_durajobs.engine.redact import REDACTED, redact, redact_text
+from tests.testapp.kinds_inputs import (
+    SECRET,
+    SECRET_LOG_LINES,
+    effect_name,
+    secret_step_value,
+)
+from tests.testapp.models import SideEffect
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+GITHUB_CLASSIC = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+GITHUB_FINE_GRAINED = "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRS"
+
+
+# redact_text ----------------------------------------------------------------------------------
+
+SECRETS_IN_TEXT = [
+    # (text, the secret, text around it that must survive)
+    pytest.param("password=hunter2", "hunter2", "password=", id="password="),
+    pytest.param("login failed: PASSWORD = 'hunter2' for bob", "hunter2", "for bob", id="PASSWORD = quoted"),
+    pytest.param('DB_PASSWORD="two words"', "two words", "DB_PASSWORD=", id="double-quoted value"),
+    pytest.param('{"api_key": "abc123", "user": "bob"}', "abc123", '"user": "bob"', id="JSON api_key"),
+    pytest.param(f"Authorization: Bearer {JWT}", JWT, "Authorization:", id="Authorization Bearer JWT"),
+    pytest.param(
+        "Authorization: Bearer 8f14e45fceea167a5a36dedd4bea2543",
+        "8f14e45fceea167a5a36dedd4bea2543",
+        "Authorization:",
+        id="Authorization Bearer opaque",
+    ),
+    pytest.param(
+        'curl -H "Authorization: Basic dXNlcjpwYXNzd29yZA=="',
+        "dXNlcjpwYXNzd29yZA==",
+        "curl -H",
+        id="Authorization Basic",
+    ),
+    pytest.param("postgres://app:s3cret@db:5432/x", "s3cret", "@db:5432/x", id="postgres URL"),
+    pytest.param("https://deploy:pa55w0rd@git.example.com/r.git", "pa55w0rd", "example.com", id="https URL"),
+    pytest.param(
+        "redis://:s3cret@cache:6379/0",
+        "s3cret",
+        "cache:6379/0",
+        id="URL password without user",
+    ),
+    pytest.param("token: abc", "abc", "token:", id="token:"),
+    pytest.param(f"session cookie {JWT} expired", JWT, "expired", id="bare JWT"),
+    pytest.param(f"pushing with {GITHUB_CLASSIC} now", GITHUB_CLASSIC, "pushing with", id="GitHub ghp_"),
+    pytest.param(
+        f"pushing with {GITHUB_FINE_GRAINED} now",
+        GITHUB_FINE_GRAINED,
+        "pushing with",
+        id="GitHub fine-grained token",
+    ),
+    pytest.param(
+        "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "export",
+        id="AWS secret",
+    ),
+    pytest.param(
+        "X-Api-Key: abc123xyz",
+        "abc123xyz",
+        "X-Api-Key",
+        id="api-key with a hyphen",
+    ),
+]
+
+
+@pytest.mark.parametrize("text, secret, kept", SECRETS_IN_TEXT)
+def test_redact_text_removes_credentials(text, secret, kept):
+    """The secret is gone, a marker says something was removed, and the context stays readable."""
+    redacted = redact_text(text)
+
+    assert secret not in redacted
+    assert REDACTED in redacted
+    assert kept in redacted
+
+
+ORDINARY_TEXT = [
+    "Deployed site 7 to 3 servers in 12.5 s",
+    "Uploading https://example.com/static/app.js (2.1 MB)",
+    "Copied 1,024 files from /srv/app to /backup/app",
+    "Waiting for DNS record www.example.com to be visible",
+    "Password reset email sent to bob@example.com",
+    "ssh deploy@web1.example.com:22 exited with status 0",
+    "",
+    pytest.param(
+        "Basic health checks passed",
+    ),
+    pytest.param(
+        "Token refresh scheduled for 10:00",
+    ),
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY_TEXT)
+def test_redact_text_leaves_ordinary_text_alone(text):
+    assert redact_text(text) == text
+
+
+# redact ------------------------------------------------------------------------------------------
+
+
+def test_redact_masks_secret_named_keys_at_any_depth_and_cleans_strings():
+    value = {
+        "Password": "hunter2",
+        "db": {"API_KEY": "k-123", "host": "db1", "port": 5432},
+        "servers": [{"name": "web1", "auth_token": "t-456"}, {"name": "web2", "ClientSecret": {"v": 1}}],
+        "Authorization": "Bearer abcdef",
+        "credentials": {"user": "bob", "pass": "x"},
+        "note": "connected with password=hunter2",
+        "pair": ("a", "token: zzz"),
+        "count": 3,
+    }
+    original = copy.deepcopy(value)
+
+    redacted = redact(value)
+
+    assert redacted == {
+        "Password": REDACTED,
+        "db": {"API_KEY": REDACTED, "host": "db1", "port": 5432},
+        "servers": [{"name": "web1", "auth_token": REDACTED}, {"name": "web2", "ClientSecret": REDACTED}],
+        "Authorization": REDACTED,
+        "credentials": REDACTED,
+        "note": f"connected with password={REDACTED}",
+        "pair": ["a", f"token: {REDACTED}"],
+        "count": 3,
+    }
+    assert value == original  # a copy: the caller's value (a step result to replay) is untouched
+
+
+def test_redact_handles_plain_values():
+    assert redact("password=hunter2") == f"password={REDACTED}"
+    assert redact(["ok", 1, None, True]) == ["ok", 1, None, True]
+    assert redact(None) is None
+    assert redact(4.5) == 4.5
+
+
+def test_redact_keys_setting_adds_key_names():
+    """DURAJOBS["REDACT_KEYS"] adds names (case- and '-'/'_'-insensitive); the built-ins still apply."""
+    value = {"IBAN": "DE89370400440532013000", "card-number": "4111", "password": "p", "name": "bob"}
+
+    assert redact(value)["IBAN"] == "DE89370400440532013000"
+    assert redact_text("iban=DE89370400440532013000") == "iban=DE89370400440532013000"
+
+    with override_settings(DURAJOBS={"REDACT_KEYS": ["iban", "Card_Number"]}):
+        masked = {"IBAN": REDACTED, "card-number": REDACTED, "password": REDACTED, "name": "bob"}
+        assert redact(value) == masked
+        assert redact_text("iban=DE89370400440532013000") == f"iban={REDACTED}"
+        assert redact_text("password=x") == f"password={REDACTED}"
+
+
+# End to end: what reaches the database ---------------------------------------------------------
+
+
+def stored(job) -> str:
+    """Every stored value of the job's row, its steps and its log lines, read with raw SQL."""
+    quote = connection.ops.quote_name
+    rows = []
+    with connection.cursor() as cursor:
+        for model, column in ((Job, "id"), (JobStep, "job_id"), (JobLog, "job_id")):
+            table = quote(model._meta.db_table)
+            cursor.execute(f"SELECT * FROM {table} WHERE {quote(column)} = %s", [job.pk])
+            rows.extend(cursor.fetchall())
+    assert rows, "the job has no stored rows"
+    return repr(rows)
+
+
+def shown(job) -> str:
+    return json.dumps(describe(job))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("where", ["run", "step"])
+def test_secret_in_an_exception_message_never_reaches_the_database(where):
+    job, _ = enqueue("inputs_secret_error", subject={"where": where})
+
+    drain()
+
+    job.refresh_from_db()
+    assert job.status == Status.FAILED
+    assert "login to db failed" in job.error
+    assert REDACTED in job.error
+    assert SECRET not in stored(job)
+    assert SECRET not in shown(job)
+    if where == "step":
+        step = JobStep.objects.get(job=job, step_id="login")
+        assert step.state == "failed"
+        assert "login to db failed" in step.error
+
+
+@pytest.mark.django_db
+def test_secret_in_a_log_line_never_reaches_the_database():
+    job, _ = enqueue("inputs_secret_log")
+
+    drain()
+
+    job.refresh_from_db()
+    assert job.status == Status.DONE
+    lines = list(JobLog.objects.filter(job=job).order_by("id").values_list("line", flat=True))
+    logged = [line for line in lines if REDACTED in line]
+    assert len(logged) == len(SECRET_LOG_LINES)
+    assert logged[0] == f"connecting with password={REDACTED}"
+    assert SECRET not in stored(job)
+    assert SECRET not in shown(job)
+
+
+@pytest.mark.django_db
+def test_secret_in_the_job_result_never_reaches_the_database():
+    job, _ = enqueue("inputs_secret_result")
+
+    drain()
+
+    job.refresh_from_db()
+    assert job.status == Status.DONE
+    assert job.result["password"] == REDACTED
+    assert job.result["servers"] == [{"name": "web1", "api_key": REDACTED}]
+    assert job.result["dsn"] == f"postgres://app:{REDACTED}@db:5432/app"
+    assert job.result["note"].startswith("rotated; new token: ")
+    assert SECRET not in stored(job)
+    assert SECRET not in shown(job)
+
+
+@pytest.mark.django_db
+def test_secret_in_a_step_result_is_stored_intact_for_replay_and_redacted_when_shown():
+    """The step result keeps the secret (the replayed run gets exactly what the step returned, the
+    step is not called again), while describe() never shows it."""
+    job, _ = enqueue("inputs_secret_step")
+
+    drain()
+
+    job.refresh_from_db()
+    assert job.status == Status.AWAITING_EXTERNAL
+    expected = json.loads(json.dumps(secret_step_value()))
+    assert JobStep.objects.get(job=job, step_id="fetch").result == expected
+    assert SECRET in stored(job)  # stored intact (and the raw read can see a secret when there is one)
+    description = describe(job)
+    assert SECRET not in json.dumps(description)
+    fetch = next(step for step in description["steps"] if step["id"] == "fetch")
+    assert fetch["result"]["password"] == REDACTED
+    assert fetch["result"]["pair"] == [1, "two"]
+
+    resume(job, action="continue")
+    drain()
+
+    job.refresh_from_db()
+    assert job.status == Status.DONE
+    assert job.result == {"replay_matched": True, "fetch_calls": 1}
+    assert SideEffect.objects.filter(name=effect_name(job.pk, "fetch")).count() == 1
+    assert SECRET not in shown(job)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "how, status, field",
+    [
+        ("wait", Status.AWAITING_EXTERNAL, "wait_reason"),
+        ("wait_in_step", Status.AWAITING_EXTERNAL, "wait_reason"),
+        ("needs_user", Status.NEEDS_USER, "user_message"),
+    ],
+)
+def test_secret_in_a_wait_reason_or_question_is_redacted_before_storing(how, status, field):
+    job, _ = enqueue("inputs_secret_wait", subject={"how": how})
+
+    drain()
+
+    job.refresh_from_db()
+    assert job.status == status
+    expected = f"Waiting for the bank; api_key={REDACTED}"
+    assert getattr(job, field) == expected
+    assert JobStep.objects.get(job=job, step_id="charge").detail == expected
+    assert SECRET not in stored(job)
+    assert SECRET not in shown(job)
+
+
+@pytest.mark.django_db
+def test_secret_given_to_update_is_redacted_before_storing():
+    job, _ = enqueue("inputs_plain")
+
+    update(job, user_message=f"Call support; password={SECRET}", wait_reason=f"token: {SECRET}")
+
+    job.refresh_from_db()
+    assert job.user_message == f"Call support; password={REDACTED}"
+    assert job.wait_reason == f"token: {REDACTED}"
+    assert SECRET not in stored(job)
+    assert SECRET not in shown(job)
