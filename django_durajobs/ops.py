@@ -23,7 +23,16 @@ from .errors import JobError
 from .models import Job
 from .registry import get_kind
 from .signals import announce_change
-from .status import CANCELLABLE_AT_ONCE, PAUSABLE, RESUMABLE, RETRYABLE, REVERTIBLE, WAITING, Phase, Status
+from .status import (
+    CANCELLABLE_AT_ONCE,
+    EXTERNAL_WAITS,
+    PAUSABLE,
+    RESUMABLE,
+    RETRYABLE,
+    REVERTIBLE,
+    Phase,
+    Status,
+)
 
 JobRef = Job | int
 Decision = tuple[dict[str, Any], str]
@@ -100,11 +109,8 @@ def wake(job_id: int) -> bool:
     """Queue a job whose timed wait is over; False if it is no longer due (resumed, cancelled…)."""
 
     def decide(current: Job) -> Decision:
-        if (
-            current.status not in WAITING
-            or current.next_run_at is None
-            or current.next_run_at > timezone.now()
-        ):
+        due = current.next_run_at is not None and current.next_run_at <= timezone.now()
+        if current.status not in EXTERNAL_WAITS or not due:
             raise JobError("job_not_resumable", "No longer a due timed wait.")
         fields = dict(status=Status.QUEUED, next_run_at=timezone.now(), wait_reason="", eta_at=None)
         return fields, "Its wait is over; queued again."
@@ -118,7 +124,8 @@ def wake(job_id: int) -> bool:
 
 def wake_due_waits(limit: int = 1000) -> int:
     """Queue every waiting job whose ``resume_at`` has passed; returns how many."""
-    due = Job.objects.filter(status__in=WAITING, next_run_at__lte=timezone.now()).values_list("pk", flat=True)
+    due = Job.objects.filter(status__in=EXTERNAL_WAITS, next_run_at__lte=timezone.now())
+    due = due.values_list("pk", flat=True)
     return sum(1 for job_id in list(due[:limit]) if wake(job_id))
 
 
@@ -133,6 +140,8 @@ def retry(job: JobRef, by: Any = None) -> Job:
             status=Status.REVERTING if reverting else Status.QUEUED,
             next_run_at=timezone.now(),
             max_attempts=max(current.max_attempts, current.attempt + 1),
+            worker_losses=0,
+            cancel_requested=False,
             error="",
             error_code="",
             ended_at=None,
@@ -151,7 +160,7 @@ def pause(job: JobRef, by: Any = None) -> Job:
     def decide(current: Job) -> Decision:
         if current.status not in PAUSABLE:
             raise _refused("job_not_pausable", current, "paused", "queued or awaiting_external")
-        return dict(status=Status.PAUSED, next_run_at=None), f"Paused by {actor_name(by)}."
+        return dict(status=Status.PAUSED, next_run_at=None, eta_at=None), f"Paused by {actor_name(by)}."
 
     return _transition(job, decide)
 

@@ -169,6 +169,8 @@ def enqueue(
     status = initial_status or Status.QUEUED
     if status not in INITIAL_STATUSES:
         raise _refuse(f"A job cannot start as {status!r}; it can start queued or in a waiting state.")
+    if run_at is not None and status in (Status.PAUSED, Status.NEEDS_USER):
+        raise _refuse(f"A job that starts {status} waits for a person; it takes no run_at.")
     fields = dict(
         kind=definition.name,
         label=_optional_text(label, "The label") or definition.title[:255],

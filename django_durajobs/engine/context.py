@@ -197,6 +197,7 @@ class JobContext:
     ) -> None:
         """Park the job until ``resume()`` is called or ``resume_at`` comes; the run is re-entered then."""
         self._no_waiting_in_revert("wait for an outside event")
+        self.check_cancel()
         if status not in EXTERNAL_WAITS:
             allowed = ", ".join(sorted(EXTERNAL_WAITS))
             raise JobError(
@@ -207,6 +208,7 @@ class JobContext:
     def needs_user(self, message: str, actions: Any = None) -> None:
         """Stop until a person answers; ``actions`` (ids, or ``{"id", "label"}`` dicts) become buttons."""
         self._no_waiting_in_revert("wait for a person's decision")
+        self.check_cancel()
         raise NeedsUserInterrupt(shown_text(message), _normalise_actions(actions))
 
     def retry_later(self, seconds: float | timedelta, reason: str | None = None) -> None:
@@ -217,6 +219,7 @@ class JobContext:
             raise JobError(
                 "invalid_input", f"retry_later needs a delay of zero seconds or more, not {seconds!r}."
             )
+        self.check_cancel()
         raise RetryLaterInterrupt(float(seconds), shown_text(reason or ""))
 
     def check_cancel(self) -> None:

@@ -173,7 +173,13 @@ def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
     code = exc.code if isinstance(getattr(exc, "code", None), str) and exc.code else None
     now = timezone.now()
     if ctx.reverting:
-        fields = dict(status=Status.FAILED, error=error, error_code=code or "revert_failed", ended_at=now)
+        fields = dict(
+            status=Status.FAILED,
+            error=error,
+            error_code=code or "revert_failed",
+            ended_at=now,
+            wait_reason="",
+        )
         return Outcome(fields, f"Revert failed: {error}")
     if kind.is_retryable(exc) and job.attempt < job.max_attempts:
         delay = backoff(kind, job.attempt)
@@ -185,5 +191,12 @@ def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
             f"Try {job.attempt} of {job.max_attempts} failed; "
             f"retrying in {delay.total_seconds():g} s: {error}",
         )
-    fields = dict(status=Status.FAILED, error=error, error_code=code or "failed", ended_at=now)
+    fields = dict(
+        status=Status.FAILED,
+        error=error,
+        error_code=code or "failed",
+        ended_at=now,
+        wait_reason="",
+        cancel_requested=False,
+    )
     return Outcome(fields, f"Failed: {error}")
