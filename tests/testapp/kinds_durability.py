@@ -1,0 +1,104 @@
+"""Job kinds for the durability tests (tests/test_durability.py).
+
+Every step writes a ``SideEffect`` row named ``"<job id>:<step>"``, so a test counts how often a
+step really ran, across processes. A step can also be made to hold still until the test has
+killed its worker:
+
+- ``subject["block_at"]`` names the step that, after its effect, creates a *started* marker
+  file and then waits for the job's *go* file (both under ``subject["dir"]``). The marker is a
+  file, not a row: inside an ``atomic=True`` step a row would be rolled back with the step, and
+  on SQLite it would wait behind the step's own open write transaction. The wait is bounded, so
+  a worker nobody kills gives up instead of hanging.
+- ``STEP_HOOKS[(job id, step)]`` is called (in-process tests only) after the step's effect: it
+  can take the job over from under its worker, or raise ``WorkerCrash`` to stop the worker the
+  way a dying process does — with no outcome recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django_durajobs import job
+from tests.testapp.models import SideEffect
+
+FIVE_STEPS = ("first", "second", "middle", "fourth", "last")
+ATOMIC_STEPS = ("prepare", "write", "publish")
+THREE_STEPS = ("one", "two", "three")
+UNDO_STEPS = ("undo_three", "undo_two", "undo_one")
+
+BLOCK_DEADLINE_SECONDS = 30
+
+STEP_HOOKS: dict[tuple[int, str], Callable[[], None]] = {}
+
+
+class WorkerCrash(BaseException):
+    """Stops a worker in the middle of a step without an outcome, like a process that died.
+
+    A ``BaseException``: the engine lets it through (it is not a job failure), so the job stays
+    running under the worker's lease, with the step in flight.
+    """
+
+
+def effect_name(job_id: int, step: str) -> str:
+    return f"{job_id}:{step}"
+
+
+def started_markers(directory: Path | str, job_id: int, step: str) -> list[Path]:
+    """One empty file per run of ``step`` that reached its hold (named after the worker's pid).
+
+    Creating a file is one atomic act: a worker killed right after it leaves a whole marker.
+    """
+    return sorted(Path(directory).glob(f"{job_id}-{step}.started.*"))
+
+
+def go_file(directory: Path | str, job_id: int) -> Path:
+    """When it exists, a blocking step carries on at once."""
+    return Path(directory) / f"{job_id}.go"
+
+
+def _hold_until_go(job, step: str) -> None:
+    directory = job.subject["dir"]
+    (Path(directory) / f"{job.pk}-{step}.started.{os.getpid()}").touch(exist_ok=False)
+    go = go_file(directory, job.pk)
+    deadline = time.monotonic() + BLOCK_DEADLINE_SECONDS
+    while not go.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{go} did not appear within {BLOCK_DEADLINE_SECONDS} s")
+        time.sleep(0.02)
+
+
+def _effect(job, step: str) -> dict:
+    SideEffect.objects.create(name=effect_name(job.pk, step))
+    hook = STEP_HOOKS.get((job.pk, step))
+    if hook is not None:
+        hook()
+    if step == job.subject.get("block_at"):
+        _hold_until_go(job, step)
+    return {"step": step, "job": job.pk}
+
+
+@job("durability_five_steps", title="Durability: five steps", steps=list(FIVE_STEPS))
+def durability_five_steps(job, ctx):
+    return {"steps": [ctx.step(step, lambda step=step: _effect(job, step)) for step in FIVE_STEPS]}
+
+
+@job("durability_atomic_step", title="Durability: an atomic step", steps=list(ATOMIC_STEPS))
+def durability_atomic_step(job, ctx):
+    prepared = ctx.step("prepare", lambda: _effect(job, "prepare"))
+    written = ctx.step("write", lambda: _effect(job, "write"), atomic=True)
+    published = ctx.step("publish", lambda: _effect(job, "publish"))
+    return {"steps": [prepared, written, published]}
+
+
+@job("durability_three_steps", title="Durability: three steps", steps=list(THREE_STEPS))
+def durability_three_steps(job, ctx):
+    return {step: ctx.step(step, lambda step=step: _effect(job, step)) for step in THREE_STEPS}
+
+
+@durability_three_steps.revert
+def undo_durability_three_steps(job, ctx):
+    for step in UNDO_STEPS:
+        ctx.step(step, lambda step=step: _effect(job, step))
