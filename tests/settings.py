@@ -117,6 +117,6 @@ DATABASES = {"default": _default}  # CONN_MAX_AGE 0: a new connection per reques
 
 # django-durajobs: the documented defaults. DURAJOBS_LEASE_SECONDS (set by a test in a child
 # process's environment) shortens the lease, so a worker killed by a test is recovered in seconds.
-DURAJOBS: dict = (
-    {"LEASE_SECONDS": float(os.environ["DURAJOBS_LEASE_SECONDS"])} if "DURAJOBS_LEASE_SECONDS" in os.environ else {}
-)
+DURAJOBS: dict = {}
+if "DURAJOBS_LEASE_SECONDS" in os.environ:
+    DURAJOBS["LEASE_SECONDS"] = float(os.environ["DURAJOBS_LEASE_SECONDS"])

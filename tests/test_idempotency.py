@@ -19,7 +19,6 @@ CALLERS = 8
 ROUNDS = 10
 
 
-
 def row_counts():
     return Job.objects.count(), JobStep.objects.count(), JobLog.objects.count()
 
@@ -136,7 +135,7 @@ def test_keys_are_compared_exactly():
 
     assert all(created for _, created in outcomes)
     assert len({job.pk for job, _ in outcomes}) == len(keys)
-    for key, (job, _) in zip(keys, outcomes):
+    for key, (job, _) in zip(keys, outcomes, strict=True):
         job.refresh_from_db()
         assert job.idempotency_key == key
 

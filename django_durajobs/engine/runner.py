@@ -172,16 +172,7 @@ def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
     error = describe_exception(exc)
     code = exc.code if isinstance(getattr(exc, "code", None), str) and exc.code else None
     now = timezone.now()
-    if ctx.reverting:
-        fields = dict(
-            status=Status.FAILED,
-            error=error,
-            error_code=code or "revert_failed",
-            ended_at=now,
-            wait_reason="",
-        )
-        return Outcome(fields, f"Revert failed: {error}")
-    if kind.is_retryable(exc) and job.attempt < job.max_attempts:
+    if not ctx.reverting and kind.is_retryable(exc) and job.attempt < job.max_attempts:
         delay = backoff(kind, job.attempt)
         fields = dict(
             status=Status.QUEUED, next_run_at=now + delay, error=error, error_code=code or "transient"
@@ -194,9 +185,9 @@ def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
     fields = dict(
         status=Status.FAILED,
         error=error,
-        error_code=code or "failed",
+        error_code=code or ("revert_failed" if ctx.reverting else "failed"),
         ended_at=now,
         wait_reason="",
         cancel_requested=False,
     )
-    return Outcome(fields, f"Failed: {error}")
+    return Outcome(fields, f"{'Revert failed' if ctx.reverting else 'Failed'}: {error}")
