@@ -6,9 +6,6 @@ a worker's outcome never overwrite each other: the loser re-reads and decides ag
 
 from __future__ import annotations
 
-import os
-import socket
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -258,11 +255,6 @@ def update(job: JobRef, **fields: Any) -> Job:
     return get_job(current.pk)
 
 
-def new_worker_id(role: str = "worker") -> str:
-    """Unique per process incarnation: host, pid and a random part."""
-    return f"{role}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
 def drain(max_jobs: int = 100) -> int:
     """Run due jobs in this thread until none is due (or ``max_jobs`` ran); returns how many ran.
 
@@ -270,7 +262,7 @@ def drain(max_jobs: int = 100) -> int:
     has passed (woken first, as a worker would), and pending reverts. For tests and scripts;
     production runs ``manage.py runjobs``.
     """
-    worker_id = new_worker_id("drain")
+    worker_id = store.new_worker_id("drain")
     ran = 0
     while ran < max_jobs:
         lease = store.claim(worker_id)

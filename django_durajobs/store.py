@@ -7,12 +7,14 @@ is fenced by the lease token), status transitions and recovery. Vendor differenc
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import DateTimeField, F, Func, Q
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
@@ -29,6 +31,11 @@ from .status import WAITING, Phase, Status, StepState
 logger = logging.getLogger("django_durajobs")
 
 INITIAL_STATUSES = frozenset({Status.QUEUED}) | WAITING
+#: A job in one of these, unlocked and past its next_run_at, is due for a worker.
+DUE_STATUSES = (Status.QUEUED, Status.REVERTING)
+#: A wait, a question, a retry_later or a lost worker hands the try back: attempts count only tries
+#: that failed (or are under way), so a job that waits for DNS five times keeps all its retries.
+GIVE_ATTEMPT_BACK = Greatest(F("attempt") - 1, 0)
 
 
 class DatabaseNow(Func):
@@ -61,6 +68,31 @@ def database_now() -> datetime:
 
 def new_token() -> str:
     return uuid.uuid4().hex
+
+
+def worker_prefix(name: str | None = None) -> str:
+    """What the ids of this worker's incarnations start with.
+
+    Named workers (``runjobs --worker-id NAME``, one name per running process) are ``NAME@``;
+    unnamed ones are ``host:pid:`` — a process with our pid on our host is dead, whoever it was.
+    """
+    return f"{name}@" if name else f"{socket.gethostname()}:{os.getpid()}:"
+
+
+def new_worker_id(name: str | None = None) -> str:
+    """Unique per process incarnation: host, pid and a random part."""
+    suffix = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{name}@{suffix}" if name else suffix
+
+
+def database_trouble(exc: BaseException) -> bool:
+    """True when ``exc`` means the database connection is gone, not that the job went wrong."""
+    if not isinstance(exc, (OperationalError, InterfaceError)):
+        return False
+    try:
+        return connection.connection is None or not connection.is_usable()
+    except Exception:
+        return True
 
 
 def append_log(job_id: int, line: str) -> None:
@@ -219,6 +251,8 @@ def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
             JobStep(job=job, phase=Phase.RUN, position=position, step_id=step_id, title=title)
             for position, (step_id, title) in enumerate(definition.steps)
         )
+        if job.status == Status.QUEUED and job.next_run_at <= timezone.now():
+            notify_due(job)
     announce_change(job.pk, None, job.status)
     return job
 
@@ -228,9 +262,7 @@ def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
 
 def _due(queues: Iterable[str] | None) -> Any:
     candidates = Job.objects.filter(
-        Q(status=Status.QUEUED) | Q(status=Status.REVERTING, locked_by=""),
-        kind__in=known_kinds(),
-        next_run_at__lte=timezone.now(),
+        status__in=DUE_STATUSES, locked_by="", kind__in=known_kinds(), next_run_at__lte=timezone.now()
     )
     if queues:
         candidates = candidates.filter(queue__in=list(queues))
@@ -248,39 +280,43 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     candidates = _due(queues)
     if connection.features.has_select_for_update_skip_locked:
         with transaction.atomic():
-            row = candidates.select_for_update(skip_locked=True).values_list("pk", "status").first()
-            if row is None:
+            job = candidates.select_for_update(skip_locked=True).first()
+            if job is None or not _take(job, worker_id, token):
                 return None
-            _take(row, worker_id, token)
     else:
         for _ in range(10):
-            row = candidates.values_list("pk", "status").first()
-            if row is None:
+            job = candidates.first()
+            if job is None:
                 return None
-            if _take(row, worker_id, token):
+            if _take(job, worker_id, token):
                 break
         else:
             return None
-    job = Job.objects.get(pk=row[0])
-    if row[1] == Status.QUEUED:
+    if job.status == Status.RUNNING:
         announce_change(job.pk, Status.QUEUED, Status.RUNNING)
     return Lease(job, worker_id, token)
 
 
-def _take(row: tuple[int, str], worker_id: str, token: str) -> bool:
-    pk, status = row
+def _take(job: Job, worker_id: str, token: str) -> bool:
+    """Lock ``job`` for ``worker_id`` if it is still as it was read; mirror the change on ``job``."""
     now = timezone.now()
     lock = dict(locked_by=worker_id, locked_at=DatabaseNow(), lease_token=token, updated_at=now)
-    if status == Status.QUEUED:
-        taken = Job.objects.filter(pk=pk, status=Status.QUEUED).update(
+    unclaimed = Job.objects.filter(pk=job.pk, status=job.status, locked_by="")
+    if job.status == Status.QUEUED:
+        if not unclaimed.update(
             status=Status.RUNNING, attempt=F("attempt") + 1, started_at=Coalesce("started_at", now), **lock
-        )
-    else:
-        taken = Job.objects.filter(pk=pk, status=Status.REVERTING, locked_by="").update(**lock)
-    return bool(taken)
+        ):
+            return False
+        job.status, job.attempt, job.started_at = Status.RUNNING, job.attempt + 1, job.started_at or now
+    elif not unclaimed.update(**lock):
+        return False
+    job.locked_by, job.lease_token, job.locked_at, job.updated_at = worker_id, token, now, now
+    return True
 
 
-# Recovery --------------------------------------------------------------------------------------
+# Recovery and release -------------------------------------------------------------------------
+
+HELD = (Status.RUNNING, Status.REVERTING)
 
 
 def recover(worker_id: str | None = None) -> int:
@@ -294,18 +330,36 @@ def recover(worker_id: str | None = None) -> int:
     lost = Q(locked_at__lt=cutoff)
     if worker_id:
         lost |= Q(locked_by=worker_id)
-    candidates = Job.objects.filter(lost, status__in=[Status.RUNNING, Status.REVERTING]).exclude(locked_by="")
-    recovered = 0
-    for job in candidates.only("pk", "status", "phase", "lease_token", "worker_losses", "locked_by"):
-        recovered += _release_lost(job, lost)
-    return recovered
+    return _release_all(lost, "lost")
 
 
-def _release_lost(job: Job, lost: Q) -> int:
-    losses = job.worker_losses + 1
+def recover_predecessors(worker_id: str, prefix: str) -> int:
+    """Re-queue at once the jobs of earlier incarnations of this worker (see ``worker_prefix``).
+
+    A process that starts again under the same name knows its predecessor is dead, so its jobs
+    need not wait for their leases to expire.
+    """
+    return _release_all(Q(locked_by__startswith=prefix) & ~Q(locked_by=worker_id), "lost")
+
+
+def _release_all(which: Q, why: str) -> int:
+    candidates = Job.objects.filter(which, status__in=HELD).exclude(locked_by="")
+    fields = ("pk", "status", "phase", "queue", "lease_token", "worker_losses", "locked_by")
+    return sum(release(job, why, extra=which) for job in candidates.only(*fields))
+
+
+def release(job: Job, why: str, extra: Q | None = None) -> int:
+    """Give a held job back to the queue (to resume after its last finished step); 1 if it was.
+
+    ``why`` is ``"lost"`` (its worker died or lost its lease: counts towards
+    ``MAX_WORKER_LOSSES``) or ``"stopping"`` (its worker is shutting down: counts nothing).
+    The update is fenced by the job's lease token as it was read, so a job that changed hands
+    meanwhile is left alone.
+    """
     now = timezone.now()
+    losses = job.worker_losses + (why == "lost")
     unlock = dict(locked_by="", locked_at=None, lease_token="", updated_at=now, worker_losses=losses)
-    if losses >= get_setting("MAX_WORKER_LOSSES"):
+    if why == "lost" and losses >= get_setting("MAX_WORKER_LOSSES"):
         status = Status.FAILED
         fields = dict(
             status=status,
@@ -318,19 +372,48 @@ def _release_lost(job: Job, lost: Q) -> int:
         status = Status.REVERTING if job.phase == Phase.REVERT else Status.QUEUED
         fields = dict(status=status, next_run_at=now)
         if job.phase == Phase.RUN:
-            fields["attempt"] = Greatest(F("attempt") - 1, 0)
-        line = f"Worker {job.locked_by} lost; the job resumes after its last finished step."
+            fields["attempt"] = GIVE_ATTEMPT_BACK
+        if why == "lost":
+            line = f"Worker {job.locked_by} lost; the job resumes after its last finished step."
+        else:
+            line = f"Worker {job.locked_by} stopped; the job resumes after its last finished step."
     with transaction.atomic():
-        taken = Job.objects.filter(lost, pk=job.pk, lease_token=job.lease_token).update(**unlock, **fields)
-        if not taken:
+        fence = Job.objects.filter(pk=job.pk, lease_token=job.lease_token, status__in=HELD)
+        if extra is not None:
+            fence = fence.filter(extra)
+        if not fence.update(**unlock, **fields):
             return 0
         JobStep.objects.filter(job_id=job.pk, state=StepState.RUNNING).update(
-            state=StepState.PENDING, detail="Interrupted: its worker was lost."
+            state=StepState.PENDING,
+            detail=f"Interrupted: its worker {'was lost' if why == 'lost' else 'stopped'}.",
         )
         append_log(job.pk, line)
+        if status != Status.FAILED:
+            notify_due(job)
     logger.warning("Job %s: %s", job.pk, line)
     announce_change(job.pk, job.status, status)
     return 1
+
+
+def heartbeat(leases: Iterable[Lease]) -> list[Lease]:
+    """Renew the leases of running jobs; returns those that are no longer ours."""
+    lost = []
+    for lease in leases:
+        if not Job.objects.filter(pk=lease.job.pk, lease_token=lease.token).update(locked_at=DatabaseNow()):
+            lost.append(lease)
+    return lost
+
+
+# Waking workers --------------------------------------------------------------------------------
+
+NOTIFY_CHANNEL = "durajobs"
+
+
+def notify_due(job: Job) -> None:
+    """Tell idle PostgreSQL workers a job is due (delivered when the transaction commits)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, job.queue])
 
 
 # Status transitions made by operations ---------------------------------------------------------
@@ -343,6 +426,8 @@ def change_status(job: Job, fields: dict[str, Any], log_line: str) -> bool:
         if changed:
             append_log(job.pk, log_line)
             trim_log(job.pk)
+            if fields.get("status") in DUE_STATUSES:
+                notify_due(job)
     if changed:
         announce_change(job.pk, job.status, fields.get("status", job.status))
     return bool(changed)
@@ -411,4 +496,6 @@ class Lease:
             if log_line:
                 JobLog.objects.create(job_id=self.job.pk, line=clean_log_line(log_line))
             trim_log(self.job.pk)
+            if status in DUE_STATUSES and fields["next_run_at"] <= timezone.now():
+                notify_due(self.job)
         announce_change(self.job.pk, self.job.status, status)

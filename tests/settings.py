@@ -115,8 +115,11 @@ if os.environ.get("DURAJOBS_USE_TEST_DB") == "1":
 
 DATABASES = {"default": _default}  # CONN_MAX_AGE 0: a new connection per request/thread
 
-# django-durajobs: the documented defaults. DURAJOBS_LEASE_SECONDS (set by a test in a child
-# process's environment) shortens the lease, so a worker killed by a test is recovered in seconds.
-DURAJOBS: dict = {}
-if "DURAJOBS_LEASE_SECONDS" in os.environ:
-    DURAJOBS["LEASE_SECONDS"] = float(os.environ["DURAJOBS_LEASE_SECONDS"])
+# django-durajobs: the documented defaults, except that a test may shorten the timing settings for
+# the worker processes it starts through their environment (DURAJOBS_LEASE_SECONDS=2, ...), so a
+# killed worker is recovered in seconds.
+DURAJOBS: dict = {
+    key: float(os.environ[f"DURAJOBS_{key}"])
+    for key in ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "BACKOFF_BASE_SECONDS", "MAX_WORKER_LOSSES")
+    if f"DURAJOBS_{key}" in os.environ
+}

@@ -139,7 +139,7 @@ def kill_while_in_flight(workers, env, directory, job, step):
 def assert_held_by_dead_worker(job, pid):
     job.refresh_from_db()
     assert job.status == Status.RUNNING
-    assert job.locked_by.startswith("drain:") and f":{pid}:" in job.locked_by
+    assert job.locked_by.startswith("drain@") and f":{pid}:" in job.locked_by
     assert job.lease_token
     return job.locked_by
 

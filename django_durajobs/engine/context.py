@@ -13,6 +13,7 @@ from ..errors import JobError, LeaseLost
 from ..models import Job, JobStep
 from ..registry import name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
+from ..store import database_trouble
 from .redact import describe_exception, shown_text
 from .values import to_json
 
@@ -157,9 +158,9 @@ class JobContext:
             self.interrupted_step = step
             self._lease.save_step(step, state=interrupt.step_state, detail=interrupt.detail)
             raise
-        except LeaseLost:
-            raise
         except Exception as exc:
+            if isinstance(exc, LeaseLost) or database_trouble(exc):
+                raise
             self._lease.save_step(
                 step, state=StepState.FAILED, ended_at=timezone.now(), error=describe_exception(exc)
             )

@@ -7,14 +7,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import F
-from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from ..errors import JobError, LeaseLost
 from ..models import JobStep
 from ..registry import JobKind, get_kind
 from ..status import Status, StepState
+from ..store import GIVE_ATTEMPT_BACK, Lease, database_trouble
 from .context import (
     CancelInterrupt,
     Interrupt,
@@ -29,10 +28,6 @@ from .values import to_json
 
 logger = logging.getLogger("django_durajobs")
 
-# A wait, a question or a retry_later hands the try back: attempts count only tries that failed
-# (or are under way), so a job that waits for DNS five times still has all its retries left.
-GIVE_ATTEMPT_BACK = Greatest(F("attempt") - 1, 0)
-
 
 @dataclass
 class Outcome:
@@ -41,8 +36,12 @@ class Outcome:
     steps: list[JobStep] = field(default_factory=list)
 
 
-def execute(lease) -> str | None:
-    """Run the leased job to its next state; returns that status, or None if the lease was lost."""
+def execute(lease: Lease) -> str | None:
+    """Run the leased job to its next state; returns that status, or None if the lease was lost.
+
+    Losing the database is not the job's failure: the error propagates, and the job goes back
+    to the queue once the database answers again (its worker releases it, or its lease expires).
+    """
     job = lease.job
     reverting = job.status == Status.REVERTING
     logger.info(
@@ -82,9 +81,9 @@ def _perform(kind: JobKind, ctx: JobContext) -> Outcome:
         return _finished(ctx, value)
     except Interrupt as interrupt:
         return _interrupted(ctx, interrupt)
-    except LeaseLost:
-        raise
     except Exception as exc:
+        if isinstance(exc, LeaseLost) or database_trouble(exc):
+            raise
         return _failed(kind, ctx, exc)
 
 

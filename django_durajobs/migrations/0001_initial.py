@@ -262,6 +262,10 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name="job",
+            index=models.Index(fields=["status", "-priority", "next_run_at", "id"], name="durajobs_due"),
+        ),
+        migrations.AddIndex(
+            model_name="job",
             index=models.Index(fields=["status", "next_run_at"], name="durajobs_status_next_run"),
         ),
         migrations.AddIndex(

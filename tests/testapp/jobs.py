@@ -1,3 +1,10 @@
 """Job kinds the test suite runs, registered by autodiscovery in every process (child processes too)."""
 
-from . import kinds_durability, kinds_inputs, kinds_states  # noqa: F401
+from . import (  # noqa: F401
+    kinds_database,
+    kinds_durability,
+    kinds_fleet,
+    kinds_inputs,
+    kinds_lifecycle,
+    kinds_states,
+)

@@ -9,3 +9,14 @@ class SideEffect(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Ledger(models.Model):
+    """One row per job that ran to its end: the unique constraint proves no job ran twice."""
+
+    job_id = models.BigIntegerField(unique=True)
+    worker_id = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.job_id} by {self.worker_id}"

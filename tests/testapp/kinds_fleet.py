@@ -1,0 +1,1 @@
+"""Job kinds for the tests of this area."""
