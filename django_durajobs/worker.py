@@ -195,10 +195,15 @@ class Worker:
             logger.warning("Job %s: lease lost to another worker; its thread will abandon it", lease.job.pk)
 
     def _release_interrupted(self) -> None:
-        with self._lock:
-            leases, self._to_release = self._to_release, []
-        for lease in leases:
+        """Give back the jobs a lost database interrupted (each stays listed until it is done)."""
+        while True:
+            with self._lock:
+                if not self._to_release:
+                    return
+                lease = self._to_release[0]
             store.release(lease.job, "lost")
+            with self._lock:
+                self._to_release.remove(lease)
 
     def _shut_down(self) -> None:
         self.stopping.set()
@@ -250,8 +255,8 @@ class Worker:
         tries = 0
         while not self.stopping.is_set():
             try:
-                listener = connection.get_new_connection(connection.get_connection_params())
-                listener.autocommit = True
+                # A connection of its own, outside Django's (and any pool's) management.
+                listener = connection.Database.connect(**connection.get_connection_params(), autocommit=True)
                 with listener:
                     listener.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
                     tries = 0
