@@ -105,10 +105,9 @@ class Job(models.Model):
         verbose_name_plural = _("jobs")
         ordering = ["-created_at", "-id"]
         indexes = [
-            # What workers claim, in claim order. Status leads, so finished jobs, however many,
-            # are never scanned.
+            # What workers claim, in claim order, and timed waits to wake. Status leads, so
+            # finished jobs, however many, are never scanned.
             models.Index(fields=["status", "-priority", "next_run_at", "id"], name="durajobs_due"),
-            models.Index(fields=["status", "next_run_at"], name="durajobs_status_next_run"),
             models.Index(fields=["group_id", "created_at"], name="durajobs_group"),
             models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
             models.Index(fields=["parent", "created_at"], name="durajobs_parent"),

@@ -85,10 +85,31 @@ def new_worker_id(name: str | None = None) -> str:
     return f"{name}@{suffix}" if name else suffix
 
 
+# MySQL client errors that mean the connection is gone: can't connect (2002, 2003), server has
+# gone away (2006), lost during query (2013), lost reading (2055), shutdown (1053), killed
+# (1927), disconnected for inactivity (4031).
+MYSQL_CONNECTION_LOST = frozenset({1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031})
+
+
 def database_trouble(exc: BaseException) -> bool:
-    """True when ``exc`` means the database connection is gone, not that the job went wrong."""
-    if not isinstance(exc, (OperationalError, InterfaceError)):
+    """True when ``exc`` means the database connection is gone, not that the job went wrong.
+
+    Judged by the driver's error: after a session dies inside ``transaction.atomic()``, Django
+    has already opened a fresh connection, so asking the connection would say all is well.
+    """
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
         return False
+    cause = exc.__cause__
+    if connection.vendor == "postgresql":
+        sqlstate = getattr(cause, "sqlstate", None)
+        # No SQLSTATE: the client lost the server. 08: connection exceptions. 57P: the server
+        # shut down or terminated the session (57014, a cancelled statement, is the job's own).
+        return sqlstate is None or sqlstate.startswith(("08", "57P"))
+    if connection.vendor == "mysql":
+        code = cause.args[0] if cause is not None and cause.args else None
+        return code in MYSQL_CONNECTION_LOST
     try:
         return connection.connection is None or not connection.is_usable()
     except Exception:
@@ -260,9 +281,9 @@ def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
 # Claiming --------------------------------------------------------------------------------------
 
 
-def _due(queues: Iterable[str] | None) -> Any:
+def _due(status: str, queues: Iterable[str] | None = None) -> Any:
     candidates = Job.objects.filter(
-        status__in=DUE_STATUSES, locked_by="", kind__in=known_kinds(), next_run_at__lte=timezone.now()
+        status=status, locked_by="", kind__in=known_kinds(), next_run_at__lte=timezone.now()
     )
     if queues:
         candidates = candidates.filter(queue__in=list(queues))
@@ -277,24 +298,30 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     is conditional on the status the candidate was read with.
     """
     token = new_token()
-    candidates = _due(queues)
-    if connection.features.has_select_for_update_skip_locked:
-        with transaction.atomic():
-            job = candidates.select_for_update(skip_locked=True).first()
-            if job is None or not _take(job, worker_id, token):
-                return None
+    # Pending reverts first (an operator asked for them; they are few), then queued jobs. One
+    # status at a time, so the database reads "durajobs_due" in claim order and stops at the
+    # first row it can lock, instead of sorting every due job.
+    for status in (Status.REVERTING, Status.QUEUED):
+        job = _claim_one(_due(status, queues), worker_id, token)
+        if job is not None:
+            break
     else:
-        for _ in range(10):
-            job = candidates.first()
-            if job is None:
-                return None
-            if _take(job, worker_id, token):
-                break
-        else:
-            return None
+        return None
     if job.status == Status.RUNNING:
         announce_change(job.pk, Status.QUEUED, Status.RUNNING)
     return Lease(job, worker_id, token)
+
+
+def _claim_one(candidates: Any, worker_id: str, token: str) -> Job | None:
+    if connection.features.has_select_for_update_skip_locked:
+        with transaction.atomic():
+            job = candidates.select_for_update(skip_locked=True).first()
+            return job if job is not None and _take(job, worker_id, token) else None
+    for _ in range(10):
+        job = candidates.first()
+        if job is None or _take(job, worker_id, token):
+            return job
+    return None
 
 
 def _take(job: Job, worker_id: str, token: str) -> bool:

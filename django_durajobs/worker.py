@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db import close_old_connections, connection
+from django.db import connection
 
 from . import store
 from .conf import get_setting
@@ -53,6 +53,7 @@ class Worker:
         self._to_release: list[store.Lease] = []  # jobs interrupted by a lost database
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self.crashed = False  # a thread died of an unexpected error: the process should exit non-zero
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -111,6 +112,7 @@ class Worker:
             target()
         except Exception:
             logger.exception("Worker %s: thread %s crashed", self.worker_id, threading.current_thread().name)
+            self.crashed = True
             self.stop()
         finally:
             connection.close()
@@ -191,7 +193,10 @@ class Worker:
     def _heartbeat(self) -> None:
         with self._lock:
             leases = list(self._held.values())
-        for lease in store.heartbeat(leases):
+        lost = store.heartbeat(leases)
+        with self._lock:
+            still_held = [lease for lease in lost if lease in self._held.values()]  # not just finished
+        for lease in still_held:
             logger.warning("Job %s: lease lost to another worker; its thread will abandon it", lease.job.pk)
 
     def _release_interrupted(self) -> None:
@@ -277,10 +282,16 @@ class Worker:
 def refresh_connection() -> None:
     """Close this thread's connection if it broke, or if ``CONN_MAX_AGE`` (when positive) is up.
 
-    Unlike a request, a worker does not reconnect for every job when ``CONN_MAX_AGE`` is 0.
+    Unlike a request, a worker does not reconnect for every job when ``CONN_MAX_AGE`` is 0, nor
+    after a query that merely failed.
     """
     if connection.connection is None:
         return
+    if connection.errors_occurred:
+        if not connection.is_usable():
+            connection.close()
+            return
+        connection.errors_occurred = False
     max_age = connection.settings_dict.get("CONN_MAX_AGE")
-    if connection.errors_occurred or (max_age and connection.close_at is not None):
-        close_old_connections()
+    if max_age and connection.close_at is not None and time.monotonic() >= connection.close_at:
+        connection.close()

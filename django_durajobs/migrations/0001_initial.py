@@ -266,10 +266,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name="job",
-            index=models.Index(fields=["status", "next_run_at"], name="durajobs_status_next_run"),
-        ),
-        migrations.AddIndex(
-            model_name="job",
             index=models.Index(fields=["group_id", "created_at"], name="durajobs_group"),
         ),
         migrations.AddIndex(

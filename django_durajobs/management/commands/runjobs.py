@@ -58,7 +58,7 @@ class Command(BaseCommand):
         if name is not None and (not name.strip() or "@" in name or ":" in name):
             raise CommandError("--worker-id must be a non-empty name without '@' or ':'.")
         self._configure_logging(options["verbosity"])
-        Worker(
+        worker = Worker(
             WorkerOptions(
                 concurrency=options["concurrency"],
                 queues=tuple(options["queues"]),
@@ -67,7 +67,10 @@ class Command(BaseCommand):
                 name=name,
                 grace=options["grace"],
             )
-        ).run()
+        )
+        worker.run()
+        if worker.crashed:
+            raise CommandError("A worker thread crashed (see the log above); jobs it held were released.")
 
     def _configure_logging(self, verbosity: int) -> None:
         """One line per job start/finish/failure on stderr, unless LOGGING already handles it."""
