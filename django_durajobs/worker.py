@@ -50,7 +50,7 @@ class Worker:
         self.hurry = threading.Event()  # do not wait out the grace period
         self.wake = threading.Event()  # a job may be due: idle threads look now
         self._held: dict[int, store.Lease] = {}  # job thread ident -> the lease it runs
-        self._to_release: list[store.Lease] = []  # jobs interrupted by a lost database
+        self._to_release: list[store.Lease] = []  # jobs a lost database or a crash interrupted
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self.crashed = False  # a thread died of an unexpected error: the process should exit non-zero
@@ -152,12 +152,12 @@ class Worker:
         try:
             execute(lease)
         except Exception as exc:
+            with self._lock:
+                self._to_release.append(lease)  # given back as soon as the database answers
             if not store.database_trouble(exc):
                 raise
             logger.error("Job %s interrupted: the database connection was lost (%s)", lease.job.pk, exc)
             connection.close()
-            with self._lock:
-                self._to_release.append(lease)
         finally:
             with self._lock:
                 self._held.pop(me, None)
@@ -221,8 +221,9 @@ class Worker:
                 if time.monotonic() >= next_heartbeat:
                     self._with_database(self._heartbeat, attempts=1)
                     next_heartbeat = time.monotonic() + get_setting("HEARTBEAT_SECONDS")
+        self._with_database(self._release_interrupted, attempts=3)
         with self._lock:
-            unfinished = list(self._held.values()) + self._to_release
+            unfinished = list(self._held.values())
         for lease in unfinished:
             released = self._with_database(
                 lambda lease=lease: store.release(lease.job, "stopping"), attempts=3
