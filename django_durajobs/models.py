@@ -67,6 +67,9 @@ class Job(models.Model):
     eta_at = models.DateTimeField(_("ETA"), null=True, blank=True)
     progress = models.PositiveSmallIntegerField(_("progress"), default=0)
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
+    waits_for_children = models.BooleanField(
+        _("waits for its children"), default=False, help_text=_("Woken when its last open child job settles.")
+    )
 
     idempotency_key = models.CharField(
         _("idempotency key"), max_length=255, unique=True, null=True, blank=True

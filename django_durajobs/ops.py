@@ -27,6 +27,7 @@ from .status import (
     RESUMABLE,
     RETRYABLE,
     REVERTIBLE,
+    SETTLED,
     Phase,
     Status,
 )
@@ -93,6 +94,7 @@ def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = N
             user_message="",
             actions=None,
             eta_at=None,
+            waits_for_children=False,
             resume_action=action or "",
             resume_data=data,
         )
@@ -163,11 +165,16 @@ def pause(job: JobRef, by: Any = None) -> Job:
 
 
 def cancel(job: JobRef, by: Any = None) -> Job:
-    """Cancel at once when queued or waiting; a running job is asked to stop at its next step."""
+    """Cancel at once when queued or waiting; a running job is asked to stop at its next step.
+
+    Its child jobs are cancelled with it: those not started at once, running ones at their next step.
+    """
 
     def decide(current: Job) -> Decision:
         if current.status in CANCELLABLE_AT_ONCE:
-            fields = dict(status=Status.CANCELLED, ended_at=timezone.now(), next_run_at=None)
+            fields = dict(
+                status=Status.CANCELLED, ended_at=timezone.now(), next_run_at=None, waits_for_children=False
+            )
             return fields, f"Cancelled by {actor_name(by)}."
         if current.status == Status.RUNNING:
             return dict(
@@ -179,7 +186,13 @@ def cancel(job: JobRef, by: Any = None) -> Job:
             )
         raise _refused("job_not_cancellable", current, "cancelled", "queued, waiting or running")
 
-    return _transition(job, decide)
+    cancelled = _transition(job, decide)
+    for child in Job.objects.filter(parent_id=cancelled.pk).exclude(status__in=SETTLED):
+        try:
+            cancel(child, by=by)
+        except JobError:
+            pass  # reverting, or it settled meanwhile
+    return cancelled
 
 
 def revert(job: JobRef, by: Any = None) -> Job:
@@ -208,7 +221,22 @@ def revert(job: JobRef, by: Any = None) -> Job:
         )
         return fields, f"Revert requested by {actor_name(by)}."
 
-    return _transition(job, decide)
+    reverting = _transition(job, decide)
+    revert_done_children(reverting, by=by)
+    return reverting
+
+
+def revert_done_children(parent: Job, by: Any = None) -> int:
+    """Revert a parent's done children that have a revert, each as a job of its own."""
+    reverted = 0
+    for child in Job.objects.filter(parent_id=parent.pk, status=Status.DONE):
+        try:
+            if get_kind(child.kind).has_revert:
+                revert(child, by=by or f"parent job {parent.pk}")
+                reverted += 1
+        except JobError:
+            pass  # an unknown kind, or it changed meanwhile
+    return reverted
 
 
 UPDATABLE = frozenset({"progress", "eta_at", "label", "external_ref", "wait_reason", "user_message"})
@@ -267,7 +295,7 @@ def drain(max_jobs: int = 100) -> int:
     while ran < max_jobs:
         lease = store.claim(worker_id)
         if lease is None:
-            if wake_due_waits():
+            if wake_due_waits() or store.wake_forgotten_parents():
                 continue
             break
         execute(lease)

@@ -42,6 +42,9 @@ RETRYABLE = frozenset({Status.FAILED, Status.NEEDS_USER})
 PAUSABLE = frozenset({Status.QUEUED, Status.AWAITING_EXTERNAL})
 CANCELLABLE_AT_ONCE = frozenset({Status.QUEUED}) | WAITING
 REVERTIBLE = frozenset({Status.DONE, Status.FAILED, Status.NEEDS_USER})
+#: A child in one of these has settled: nothing more happens to it unless someone acts.
+SETTLED_UNSUCCESSFULLY = frozenset({Status.FAILED, Status.NEEDS_USER, Status.CANCELLED, Status.REVERTED})
+SETTLED = SETTLED_UNSUCCESSFULLY | {Status.DONE}
 
 
 class StepState(models.TextChoices):

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import DateTimeField, F, Func, Q
+from django.db.models import Count, DateTimeField, Exists, F, Func, OuterRef, Q
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -26,7 +26,7 @@ from .errors import JobError, LeaseLost
 from .models import Job, JobLog, JobStep
 from .registry import PRIORITY_RANGE, JobKind, get_kind, known_kinds
 from .signals import announce_change
-from .status import WAITING, Phase, Status, StepState
+from .status import SETTLED, WAITING, Phase, Status, StepState
 
 logger = logging.getLogger("django_durajobs")
 
@@ -274,7 +274,7 @@ def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
         )
         if job.status == Status.QUEUED and job.next_run_at <= timezone.now():
             notify_due(job)
-    announce_change(job.pk, None, job.status)
+    changed_to(job, None, job.status)
     return job
 
 
@@ -308,7 +308,7 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     else:
         return None
     if job.status == Status.RUNNING:
-        announce_change(job.pk, Status.QUEUED, Status.RUNNING)
+        changed_to(job, Status.QUEUED, Status.RUNNING)
     return Lease(job, worker_id, token)
 
 
@@ -371,7 +371,7 @@ def recover_predecessors(worker_id: str, prefix: str) -> int:
 
 def _release_all(which: Q, why: str) -> int:
     candidates = Job.objects.filter(which, status__in=HELD).exclude(locked_by="")
-    fields = ("pk", "status", "phase", "queue", "lease_token", "worker_losses", "locked_by")
+    fields = ("pk", "status", "phase", "queue", "lease_token", "worker_losses", "locked_by", "parent_id")
     return sum(release(job, why, extra=which) for job in candidates.only(*fields))
 
 
@@ -418,7 +418,7 @@ def release(job: Job, why: str, extra: Q | None = None) -> int:
         if status != Status.FAILED:
             notify_due(job)
     logger.warning("Job %s: %s", job.pk, line)
-    announce_change(job.pk, job.status, status)
+    changed_to(job, job.status, status)
     return 1
 
 
@@ -446,18 +446,83 @@ def notify_due(job: Job) -> None:
 # Status transitions made by operations ---------------------------------------------------------
 
 
-def change_status(job: Job, fields: dict[str, Any], log_line: str) -> bool:
-    """Apply ``fields`` if the job still has the status it was read with; False if it moved on."""
+def change_status(job: Job, fields: dict[str, Any], log_line: str, **expected: Any) -> bool:
+    """Apply ``fields`` if the job still has the status it was read with (and ``expected``
+    values); False if it moved on."""
     with transaction.atomic():
-        changed = Job.objects.filter(pk=job.pk, status=job.status).update(updated_at=timezone.now(), **fields)
+        unchanged = Job.objects.filter(pk=job.pk, status=job.status, **expected)
+        changed = unchanged.update(updated_at=timezone.now(), **fields)
         if changed:
             append_log(job.pk, log_line)
             trim_log(job.pk)
             if fields.get("status") in DUE_STATUSES:
                 notify_due(job)
     if changed:
-        announce_change(job.pk, job.status, fields.get("status", job.status))
+        changed_to(job, job.status, fields.get("status", job.status), fields)
     return bool(changed)
+
+
+def changed_to(job: Job, previous: str | None, status: str, fields: dict[str, Any] | None = None) -> None:
+    """What follows a committed change: ``job_changed``, and waking a parent whose children settled."""
+    announce_change(job.pk, previous, status)
+    if job.parent_id and status in SETTLED and status != previous:
+        wake_parent(job.parent_id)
+    if fields and fields.get("waits_for_children"):
+        # Children may have settled while this job was deciding to wait: look once more.
+        wake_parent(job.pk)
+
+
+# Parents and children --------------------------------------------------------------------------
+
+
+def open_children(parent_id: int) -> tuple[int, int]:
+    """``(still open, total)`` children of a job."""
+    counts = dict(
+        Job.objects.filter(parent_id=parent_id).values_list("status").annotate(n=Count("id")).order_by()
+    )
+    total = sum(counts.values())
+    return total - sum(n for status, n in counts.items() if status in SETTLED), total
+
+
+def children_wait_reason(still_open: int, total: int) -> str:
+    return f"Waiting for {still_open} of {total} child jobs"
+
+
+def wake_parent(parent_id: int) -> bool:
+    """Wake a parent waiting for its children once none is open; True for the one call that does.
+
+    Each child calls this after its own change committed, so the last one to settle sees the
+    others settled; two settling at once may both try, and the update conditional on
+    ``waits_for_children`` lets exactly one succeed.
+    """
+    parent = Job.objects.filter(pk=parent_id, waits_for_children=True).first()
+    if parent is None or parent.status not in (Status.AWAITING_EXTERNAL, Status.REVERTING):
+        return False
+    still_open, total = open_children(parent_id)
+    if still_open:
+        Job.objects.filter(pk=parent_id, waits_for_children=True).update(
+            wait_reason=children_wait_reason(still_open, total)
+        )
+        return False
+    fields: dict[str, Any] = dict(waits_for_children=False, wait_reason="", next_run_at=timezone.now())
+    if parent.status == Status.AWAITING_EXTERNAL:
+        fields.update(status=Status.QUEUED, eta_at=None)
+    then = "its revert goes on" if parent.phase == Phase.REVERT else "queued again"
+    line = f"All {total} child jobs have settled; {then}."
+    woke = change_status(parent, fields, line, waits_for_children=True)
+    if woke and parent.status == Status.REVERTING:
+        notify_due(parent)
+    return woke
+
+
+def wake_forgotten_parents(limit: int = 100) -> int:
+    """Wake parents whose children all settled but whose wake-up was missed (a settle inside a
+    caller's transaction that committed late); workers run this now and then."""
+    open_child = Job.objects.filter(parent_id=OuterRef("pk")).exclude(status__in=SETTLED)
+    forgotten = Job.objects.filter(
+        waits_for_children=True, status__in=(Status.AWAITING_EXTERNAL, Status.REVERTING)
+    ).exclude(Exists(open_child))
+    return sum(wake_parent(pk) for pk in forgotten.values_list("pk", flat=True)[:limit])
 
 
 # The lease a worker holds ----------------------------------------------------------------------
@@ -523,6 +588,7 @@ class Lease:
             if log_line:
                 JobLog.objects.create(job_id=self.job.pk, line=clean_log_line(log_line))
             trim_log(self.job.pk)
-            if status in DUE_STATUSES and fields["next_run_at"] <= timezone.now():
+            due_at = fields.get("next_run_at")
+            if status in DUE_STATUSES and due_at is not None and due_at <= timezone.now():
                 notify_due(self.job)
-        announce_change(self.job.pk, self.job.status, status)
+        changed_to(self.job, self.job.status, status, fields)

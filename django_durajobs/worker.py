@@ -176,7 +176,7 @@ class Worker:
                 next_heartbeat = now + heartbeat_every
             if now >= next_recovery:
                 self._with_database(self._release_interrupted)
-                if self._with_database(store.recover):
+                if self._with_database(store.recover) or self._with_database(store.wake_forgotten_parents):
                     self.wake.set()
                 next_recovery = now + recover_every
             if now >= next_wake and not self.options.burst:

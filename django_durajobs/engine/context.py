@@ -13,7 +13,8 @@ from ..errors import JobError, LeaseLost
 from ..models import Job, JobStep
 from ..registry import name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
-from ..store import database_trouble
+from ..store import children_wait_reason, database_trouble, enqueue, open_children
+from .describe import children_summary
 from .redact import describe_exception, shown_text
 from .values import to_json
 
@@ -41,6 +42,11 @@ class WaitInterrupt(Interrupt):
         self.detail = reason
         self.resume_at = resume_at
         self.status = status
+
+
+class WaitForChildrenInterrupt(WaitInterrupt):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, None, Status.AWAITING_EXTERNAL)
 
 
 class NeedsUserInterrupt(Interrupt):
@@ -205,6 +211,24 @@ class JobContext:
                 "invalid_input", f"{status!r} is not a waiting status a run can choose; use one of {allowed}."
             )
         raise WaitInterrupt(shown_text(reason), _moment(resume_at, "resume_at"), status)
+
+    def wait_for_children(self) -> dict[str, Any]:
+        """Return the children summary once every child job has settled; until then, wait.
+
+        The job sleeps in ``awaiting_external`` (a revert stays ``reverting``) and is woken by
+        the child that settles last; the re-entered run gets here again and receives the summary.
+        """
+        still_open, total = open_children(self.job.pk)
+        if still_open:
+            self.check_cancel()
+            raise WaitForChildrenInterrupt(children_wait_reason(still_open, total))
+        return children_summary(self.job)
+
+    def enqueue_child(self, kind: str, key: str, **kwargs: Any) -> Job:
+        """Create a child job once, however often this line runs: its idempotency key is derived
+        from this job and ``key`` (the target, such as a server name)."""
+        child, _ = enqueue(kind, parent=self.job, idempotency_key=f"child:{self.job.pk}:{key}", **kwargs)
+        return child
 
     def needs_user(self, message: str, actions: Any = None) -> None:
         """Stop until a person answers; ``actions`` (ids, or ``{"id", "label"}`` dicts) become buttons."""

@@ -19,6 +19,7 @@ from ..status import (
     RESUMABLE,
     RETRYABLE,
     REVERTIBLE,
+    SETTLED_UNSUCCESSFULLY,
     TERMINAL,
     WAITING,
     Phase,
@@ -28,7 +29,6 @@ from ..status import (
 from .redact import redact
 
 ACTIVE_STEP_STATES = (StepState.RUNNING, StepState.WAITING, StepState.NEEDS_USER, StepState.FAILED)
-SETTLED_UNSUCCESSFULLY = frozenset({Status.FAILED, Status.NEEDS_USER, Status.CANCELLED, Status.REVERTED})
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -10,9 +10,9 @@ from typing import Any
 from django.utils import timezone
 
 from ..errors import JobError, LeaseLost
-from ..models import JobStep
+from ..models import Job, JobStep
 from ..registry import JobKind, get_kind
-from ..status import Status, StepState
+from ..status import Phase, Status, StepState
 from ..store import GIVE_ATTEMPT_BACK, Lease, database_trouble
 from .context import (
     CancelInterrupt,
@@ -20,6 +20,7 @@ from .context import (
     JobContext,
     NeedsUserInterrupt,
     RetryLaterInterrupt,
+    WaitForChildrenInterrupt,
     WaitInterrupt,
 )
 from .redact import describe_exception, redact
@@ -77,6 +78,8 @@ def _perform(kind: JobKind, ctx: JobContext) -> Outcome:
         if function is None:
             raise JobError("job_not_revertible", f"Kind {kind.name!r} has no revert.")
         ctx.check_cancel()
+        if ctx.reverting:
+            _revert_children_first(ctx)
         value = function(job, ctx)
         return _finished(ctx, value)
     except Interrupt as interrupt:
@@ -85,6 +88,23 @@ def _perform(kind: JobKind, ctx: JobContext) -> Outcome:
         if isinstance(exc, LeaseLost) or database_trouble(exc):
             raise
         return _failed(kind, ctx, exc)
+
+
+def _revert_children_first(ctx: JobContext) -> None:
+    """A parent's revert undoes its done children first, each as a job of its own, then itself."""
+    from ..ops import revert_done_children  # ops runs jobs through this module
+
+    if not Job.objects.filter(parent_id=ctx.job.pk).exists():
+        return
+    revert_done_children(ctx.job)
+    ctx.wait_for_children()
+    failed = Job.objects.filter(parent_id=ctx.job.pk, status=Status.FAILED, phase=Phase.REVERT)
+    failed_ids = ", ".join(str(pk) for pk in failed.values_list("pk", flat=True))
+    if failed_ids:
+        raise JobError(
+            "child_revert_failed",
+            f"Child jobs {failed_ids} failed to revert; revert or retry them, then revert this job again.",
+        )
 
 
 def _finished(ctx: JobContext, value: Any) -> Outcome:
@@ -129,8 +149,13 @@ def _mark_next_pending_step(ctx: JobContext, interrupt: Interrupt) -> list[JobSt
 def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
     detail = interrupt.detail
     give_back = {} if ctx.reverting else {"attempt": GIVE_ATTEMPT_BACK}
+    for_children = isinstance(interrupt, WaitForChildrenInterrupt)
+    if for_children and ctx.reverting:
+        fields = dict(status=Status.REVERTING, next_run_at=None, wait_reason=detail, waits_for_children=True)
+        return Outcome(fields, f"Waiting: {detail}")
     if isinstance(interrupt, WaitInterrupt):
         fields = dict(
+            waits_for_children=for_children,
             status=interrupt.status,
             wait_reason=detail,
             eta_at=interrupt.resume_at,
