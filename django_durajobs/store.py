@@ -204,6 +204,126 @@ def enqueue(
 
     >>> job, created = enqueue("deploy_site", subject={"site_id": 7}, idempotency_key="deploy-7")
     """
+    definition, fields = _checked_fields(
+        kind,
+        subject=subject,
+        idempotency_key=idempotency_key,
+        created_by=created_by,
+        actor_type=actor_type,
+        group_id=group_id,
+        subject_type=subject_type,
+        subject_id=subject_id,
+        label=label,
+        parent=parent,
+        run_at=run_at,
+        max_attempts=max_attempts,
+        initial_status=initial_status,
+        queue=queue,
+        priority=priority,
+    )
+    return _enqueue_checked(definition, fields)
+
+
+def _enqueue_checked(definition: JobKind, fields: dict[str, Any]) -> tuple[Job, bool]:
+    key = fields["idempotency_key"]
+    if key is not None:
+        existing = Job.objects.filter(idempotency_key=key).first()
+        if existing is not None:
+            return _same_kind(existing, definition), False
+        try:
+            return _insert(definition, fields), True
+        except IntegrityError:
+            existing = Job.objects.filter(idempotency_key=key).first()
+            if existing is None:
+                raise
+            return _same_kind(existing, definition), False
+    return _insert(definition, fields), True
+
+
+def enqueue_many(kind: str | JobKind, specs: Iterable[dict[str, Any]]) -> list[tuple[Job, bool]]:
+    """Create many jobs of one kind in a few statements; ``specs`` are ``enqueue()`` keyword arguments.
+
+    Returns ``(job, created)`` in the order of ``specs``. Idempotency keys are honoured as by
+    ``enqueue()``: a key that exists (or repeats within ``specs``) gives the existing job. Every
+    spec is checked before anything is written.
+
+    >>> enqueue_many("send_invoice", [{"subject": {"invoice": n}} for n in range(1000)])
+    """
+    checked = [_checked_fields(kind, **spec) for spec in specs]
+    if not checked:
+        return []
+    definition = checked[0][0]
+    outcome: list[tuple[Job, bool]] = []
+    keys = [fields["idempotency_key"] for _, fields in checked if fields["idempotency_key"] is not None]
+    existing = (
+        {job.idempotency_key: job for job in Job.objects.filter(idempotency_key__in=keys)} if keys else {}
+    )
+    fresh: dict[str, Job] = {}
+    new_jobs: list[Job] = []
+    for _, fields in checked:
+        key = fields["idempotency_key"]
+        if key in existing:
+            outcome.append((_same_kind(existing[key], definition), False))
+        elif key is not None and key in fresh:
+            outcome.append((fresh[key], False))
+        else:
+            job = Job(**fields)
+            new_jobs.append(job)
+            if key is not None:
+                fresh[key] = job
+            outcome.append((job, True))
+    try:
+        _bulk_insert(definition, new_jobs)
+    except IntegrityError:
+        # Another caller took one of the keys meanwhile: one by one, each race-safe.
+        return [_enqueue_checked(definition, fields) for _, fields in checked]
+    for job in new_jobs:
+        changed_to(job, None, job.status)
+    return outcome
+
+
+def _bulk_insert(definition: JobKind, jobs: list[Job]) -> None:
+    """Insert jobs and their declared steps in a few statements, in one transaction."""
+    if not jobs:
+        return
+    with transaction.atomic():
+        if connection.features.can_return_rows_from_bulk_insert:
+            Job.objects.bulk_create(jobs, batch_size=1000)
+        else:  # MySQL does not hand back the new ids of a multi-row insert
+            for job in jobs:
+                job.save(force_insert=True)
+        JobStep.objects.bulk_create(
+            (
+                JobStep(job=job, phase=Phase.RUN, position=position, step_id=step_id, title=title)
+                for job in jobs
+                for position, (step_id, title) in enumerate(definition.steps)
+            ),
+            batch_size=1000,
+        )
+        now = timezone.now()
+        for queue in {job.queue for job in jobs if job.status == Status.QUEUED and job.next_run_at <= now}:
+            notify_due(queue)
+
+
+def _checked_fields(
+    kind: str | JobKind,
+    *,
+    subject: Any = None,
+    idempotency_key: str | None = None,
+    created_by: Any = None,
+    actor_type: str = "user",
+    group_id: str | None = None,
+    subject_type: str | None = None,
+    subject_id: str | int | None = None,
+    label: str | None = None,
+    parent: Job | int | None = None,
+    run_at: datetime | timedelta | None = None,
+    max_attempts: int | None = None,
+    initial_status: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+) -> tuple[JobKind, dict[str, Any]]:
+    """The kind and the row's fields for an enqueue; ``JobError`` for anything that cannot be stored."""
     definition = kind if isinstance(kind, JobKind) else get_kind(kind)
     subject = to_json(
         {} if subject is None else subject, what="The subject", max_bytes=get_setting("MAX_SUBJECT_BYTES")
@@ -242,18 +362,7 @@ def enqueue(
         subject_id=_optional_text(subject_id, "The subject id"),
         parent_id=_resolve_parent(parent),
     )
-    if key is not None:
-        existing = Job.objects.filter(idempotency_key=key).first()
-        if existing is not None:
-            return _same_kind(existing, definition), False
-        try:
-            return _insert(definition, fields), True
-        except IntegrityError:
-            existing = Job.objects.filter(idempotency_key=key).first()
-            if existing is None:
-                raise
-            return _same_kind(existing, definition), False
-    return _insert(definition, fields), True
+    return definition, fields
 
 
 def _same_kind(existing: Job, definition: JobKind) -> Job:
@@ -273,7 +382,7 @@ def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
             for position, (step_id, title) in enumerate(definition.steps)
         )
         if job.status == Status.QUEUED and job.next_run_at <= timezone.now():
-            notify_due(job)
+            notify_due(job.queue)
     changed_to(job, None, job.status)
     return job
 
@@ -416,7 +525,7 @@ def release(job: Job, why: str, extra: Q | None = None) -> int:
         )
         append_log(job.pk, line)
         if status != Status.FAILED:
-            notify_due(job)
+            notify_due(job.queue)
     logger.warning("Job %s: %s", job.pk, line)
     changed_to(job, job.status, status)
     return 1
@@ -436,11 +545,11 @@ def heartbeat(leases: Iterable[Lease]) -> list[Lease]:
 NOTIFY_CHANNEL = "durajobs"
 
 
-def notify_due(job: Job) -> None:
-    """Tell idle PostgreSQL workers a job is due (delivered when the transaction commits)."""
+def notify_due(queue: str) -> None:
+    """Tell idle PostgreSQL workers a job of ``queue`` is due (delivered when the transaction commits)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, job.queue])
+            cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
 
 
 # Status transitions made by operations ---------------------------------------------------------
@@ -456,7 +565,7 @@ def change_status(job: Job, fields: dict[str, Any], log_line: str, **expected: A
             append_log(job.pk, log_line)
             trim_log(job.pk)
             if fields.get("status") in DUE_STATUSES:
-                notify_due(job)
+                notify_due(job.queue)
     if changed:
         changed_to(job, job.status, fields.get("status", job.status), fields)
     return bool(changed)
@@ -511,7 +620,7 @@ def wake_parent(parent_id: int) -> bool:
     line = f"All {total} child jobs have settled; {then}."
     woke = change_status(parent, fields, line, waits_for_children=True)
     if woke and parent.status == Status.REVERTING:
-        notify_due(parent)
+        notify_due(parent.queue)
     return woke
 
 
@@ -590,5 +699,5 @@ class Lease:
             trim_log(self.job.pk)
             due_at = fields.get("next_run_at")
             if status in DUE_STATUSES and due_at is not None and due_at <= timezone.now():
-                notify_due(self.job)
+                notify_due(self.job.queue)
         changed_to(self.job, self.job.status, status, fields)
