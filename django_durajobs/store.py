@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -407,11 +408,15 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     is conditional on the status the candidate was read with.
     """
     token = new_token()
-    # Pending reverts first (an operator asked for them; they are few), then queued jobs. One
-    # status at a time, so the database reads "durajobs_due" in claim order and stops at the
-    # first row it can lock, instead of sorting every due job.
-    for status in (Status.REVERTING, Status.QUEUED):
-        job = _claim_one(_due(status, queues), worker_id, token)
+    # Pending reverts (an operator asked for them; they are few) are looked for first at most
+    # every REVERT_LOOKUP_SECONDS, and whenever nothing is queued. One status at a time, so the
+    # database reads "durajobs_due" in claim order and stops at the first row it can lock.
+    global _next_revert_lookup
+    reverts_first = time.monotonic() >= _next_revert_lookup
+    if reverts_first:
+        _next_revert_lookup = time.monotonic() + REVERT_LOOKUP_SECONDS
+    for status in (Status.REVERTING, Status.QUEUED) if reverts_first else (Status.QUEUED, Status.REVERTING):
+        job = _claim_one(status, queues, worker_id, token)
         if job is not None:
             break
     else:
@@ -421,7 +426,17 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     return Lease(job, worker_id, token)
 
 
-def _claim_one(candidates: Any, worker_id: str, token: str) -> Job | None:
+REVERT_LOOKUP_SECONDS = 1.0
+_next_revert_lookup = 0.0
+
+#: Databases whose UPDATE can return the row it changed: a claim is then one statement.
+CLAIM_RETURNING = {"postgresql": " FOR UPDATE SKIP LOCKED", "sqlite": ""}
+
+
+def _claim_one(status: str, queues: Iterable[str] | None, worker_id: str, token: str) -> Job | None:
+    if connection.vendor in CLAIM_RETURNING:
+        return _claim_returning(status, queues, worker_id, token)
+    candidates = _due(status, queues)
     if connection.features.has_select_for_update_skip_locked:
         with transaction.atomic():
             job = candidates.select_for_update(skip_locked=True).first()
@@ -431,6 +446,30 @@ def _claim_one(candidates: Any, worker_id: str, token: str) -> Job | None:
         if job is None or _take(job, worker_id, token):
             return job
     return None
+
+
+def _claim_returning(status: str, queues: Iterable[str] | None, worker_id: str, token: str) -> Job | None:
+    """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING *`` (on PostgreSQL the subquery locks
+    with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip."""
+    candidates = _due(status, queues).values("pk")[:1]
+    pick_sql, pick_params = candidates.query.get_compiler(connection=connection).as_sql()
+    compiler = Job.objects.none().query.get_compiler(connection=connection)
+    db_now, _ = compiler.compile(DatabaseNow())
+    now = timezone.now()
+    table = connection.ops.quote_name(Job._meta.db_table)
+    taking = (
+        "status = %s, attempt = attempt + 1, started_at = COALESCE(started_at, %s), "
+        if status == Status.QUEUED
+        else ""
+    )
+    taking_params = [Status.RUNNING, now] if status == Status.QUEUED else []
+    sql = (
+        f"UPDATE {table} SET {taking}locked_by = %s, locked_at = {db_now}, lease_token = %s, updated_at = %s "
+        f"WHERE id = ({pick_sql}{CLAIM_RETURNING[connection.vendor]}) AND status = %s AND locked_by = '' "
+        f"RETURNING *"
+    )
+    params = [*taking_params, worker_id, token, now, *pick_params, status]
+    return next(iter(Job.objects.raw(sql, params)), None)
 
 
 def _take(job: Job, worker_id: str, token: str) -> bool:
@@ -649,15 +688,43 @@ class Lease:
         self.job = job
         self.worker_id = worker_id
         self.token = token
+        self._renewed = time.monotonic()
 
     def _fenced(self, **fields: Any) -> int:
         values = {"locked_at": DatabaseNow(), "updated_at": timezone.now(), **fields}
         return Job.objects.filter(pk=self.job.pk, lease_token=self.token).update(**values)
 
+    def _lost(self) -> LeaseLost:
+        return LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
+
     def renew(self, **fields: Any) -> None:
         """Heartbeat (and optionally set progress/eta); raises ``LeaseLost`` when no longer ours."""
         if not self._fenced(**fields):
-            raise LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
+            raise self._lost()
+        self._renewed = time.monotonic()
+
+    def _renew_if_due(self) -> None:
+        """Renew on a checkpoint when no heartbeat thread did lately (``drain()`` has none)."""
+        if time.monotonic() - self._renewed >= get_setting("HEARTBEAT_SECONDS"):
+            self.renew()
+
+    def start_step(self, step: JobStep, *, create: bool, **fields: Any) -> bool:
+        """Mark a step running, fenced; False (and nothing written) if a cancel was requested."""
+        for name, value in fields.items():
+            setattr(step, name, value)
+        self._renew_if_due()
+        if create:
+            with transaction.atomic():
+                if self.cancel_requested():
+                    return False
+                step.save(force_insert=True)
+            return True
+        ours = Exists(Job.objects.filter(pk=self.job.pk, lease_token=self.token, cancel_requested=False))
+        if JobStep.objects.filter(ours, pk=step.pk).update(**fields):
+            return True
+        if self.cancel_requested():  # raises LeaseLost when that was the reason
+            return False
+        raise self._lost()
 
     def cancel_requested(self) -> bool:
         """Renew the lease and say whether an operator asked to cancel."""
@@ -669,16 +736,13 @@ class Lease:
             raise LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
         return requested
 
-    def save_step(self, step: JobStep, *, create: bool = False, **fields: Any) -> None:
-        """Checkpoint a step row together with a lease renewal, in one transaction."""
+    def save_step(self, step: JobStep, **fields: Any) -> None:
+        """Checkpoint a step row; one statement, fenced by the lease token."""
         for name, value in fields.items():
             setattr(step, name, value)
-        with transaction.atomic():
-            self.renew()
-            if create:
-                step.save(force_insert=True)
-            else:
-                JobStep.objects.filter(pk=step.pk).update(**fields)
+        ours = Exists(Job.objects.filter(pk=self.job.pk, lease_token=self.token))
+        if not JobStep.objects.filter(ours, pk=step.pk).update(**fields):
+            raise self._lost()
 
     def log(self, line: Any) -> None:
         with transaction.atomic():
@@ -686,18 +750,24 @@ class Lease:
             JobLog.objects.create(job_id=self.job.pk, line=clean_log_line(line))
 
     def finish(
-        self, fields: dict[str, Any], steps: Iterable[JobStep] = (), log_line: str | None = None
+        self,
+        fields: dict[str, Any],
+        steps: Iterable[JobStep] = (),
+        log_line: str | None = None,
+        trim: bool = True,
     ) -> None:
         """Apply the run's outcome and give the job up, fenced: nothing is written if it is no longer ours."""
         status = fields["status"]
+        due_at = fields.get("next_run_at")
+        due_now = status in DUE_STATUSES and due_at is not None and due_at <= timezone.now()
         with transaction.atomic():
             self.renew(locked_by="", locked_at=None, lease_token="", **fields)
             for step in steps:
                 JobStep.objects.filter(pk=step.pk).update(state=step.state, detail=step.detail)
             if log_line:
                 JobLog.objects.create(job_id=self.job.pk, line=clean_log_line(log_line))
-            trim_log(self.job.pk)
-            due_at = fields.get("next_run_at")
-            if status in DUE_STATUSES and due_at is not None and due_at <= timezone.now():
+            if trim:
+                trim_log(self.job.pk)
+            if due_now:
                 notify_due(self.job.queue)
         changed_to(self.job, self.job.status, status, fields)

@@ -488,7 +488,8 @@ def take_over(job, worker_id):
 
 @pytest.mark.django_db
 def test_a_stale_lease_cannot_write_after_another_worker_took_the_job():
-    """renew, log, save_step and finish of a lease that lost its job raise LeaseLost and write nothing."""
+    """renew, log, start_step, save_step and finish of a lease that lost its job raise LeaseLost and
+    write nothing."""
     job = new_job("durability-fenced")
     stale = claim_job(job, "worker-stalled")
     current = take_over(job, "worker-new")
@@ -505,10 +506,12 @@ def test_a_stale_lease_cannot_write_after_another_worker_took_the_job():
     with pytest.raises(LeaseLost):
         stale.log("written by the stalled worker")
     with pytest.raises(LeaseLost):
+        stale.start_step(one, create=False, state=StepState.RUNNING, started_at=timezone.now())
+    with pytest.raises(LeaseLost):
         stale.save_step(one, state=StepState.DONE, result={"from": "stalled"}, ended_at=timezone.now())
     extra = JobStep(job_id=job.pk, phase=Phase.RUN, position=99, step_id="stalled_extra", title="Extra")
     with pytest.raises(LeaseLost):
-        stale.save_step(extra, create=True, state=StepState.RUNNING, started_at=timezone.now())
+        stale.start_step(extra, create=True, state=StepState.RUNNING, started_at=timezone.now())
     with pytest.raises(LeaseLost):
         stale.finish(
             {"status": Status.DONE, "result": {"from": "stalled"}, "ended_at": timezone.now()},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.db import transaction
@@ -103,10 +104,13 @@ class JobContext:
         self.interrupted_step: JobStep | None = None
         self.resume_action: str | None = self.job.resume_action or None
         self.resume_data: Any = self.job.resume_data
-        self.steps: dict[str, JobStep] = {
-            step.step_id: step
-            for step in JobStep.objects.filter(job_id=self.job.pk, phase=self.phase).order_by("position")
-        }
+        self.logged = False  # whether this run wrote log lines (the log may need trimming)
+
+    @cached_property
+    def steps(self) -> dict[str, JobStep]:
+        """This phase's checkpoints, read when the run first meets a step (a job without steps never)."""
+        rows = JobStep.objects.filter(job_id=self.job.pk, phase=self.phase).order_by("position")
+        return {step.step_id: step for step in rows}
 
     @property
     def attempt(self) -> int:
@@ -130,7 +134,6 @@ class JobContext:
         step = self.steps.get(step_id)
         if step is not None and step.state == StepState.DONE:
             return step.result
-        self.check_cancel()
         create = step is None
         if create:
             position = max((known.position for known in self.steps.values()), default=-1) + 1
@@ -142,7 +145,7 @@ class JobContext:
                 title=shown_text(title or step_id, 255),
             )
             self.steps[step_id] = step
-        self._lease.save_step(
+        started = self._lease.start_step(
             step,
             create=create,
             state=StepState.RUNNING,
@@ -151,6 +154,8 @@ class JobContext:
             detail="",
             error="",
         )
+        if not started and not self.reverting:  # a step boundary is where a cancel request is seen
+            raise CancelInterrupt()
         what = f"The result of step {step_id!r}"
         try:
             if atomic:
@@ -181,6 +186,7 @@ class JobContext:
     def log(self, line: Any) -> None:
         """Add a line to the job's log (redacted and shortened before it is stored)."""
         self._lease.log(line)
+        self.logged = True
 
     def progress(self, pct: float) -> None:
         if isinstance(pct, bool) or not isinstance(pct, (int, float)) or pct != pct:

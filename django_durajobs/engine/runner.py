@@ -48,10 +48,9 @@ def execute(lease: Lease) -> str | None:
     logger.info(
         "Job %s (%s) %s on %s", job.pk, job.kind, "reverting" if reverting else "started", lease.worker_id
     )
+    ctx = JobContext(lease, reverting=reverting)
     try:
-        kind = get_kind(job.kind)
-        ctx = JobContext(lease, reverting=reverting)
-        outcome = _perform(kind, ctx)
+        outcome = _perform(get_kind(job.kind), ctx)
     except LeaseLost as lost:
         logger.warning("Job %s abandoned: %s", job.pk, lost)
         return None
@@ -60,8 +59,10 @@ def execute(lease: Lease) -> str | None:
             {"status": Status.FAILED, "error": str(exc), "error_code": exc.code, "ended_at": timezone.now()},
             str(exc),
         )
+    # The log grows by a line a run; trimming it is needed only when this run wrote more.
+    trim = ctx.logged or outcome.fields["status"] != Status.DONE
     try:
-        lease.finish(outcome.fields, outcome.steps, outcome.log_line)
+        lease.finish(outcome.fields, outcome.steps, outcome.log_line, trim=trim)
     except LeaseLost as lost:
         logger.warning("Job %s abandoned before recording its outcome: %s", job.pk, lost)
         return None
@@ -77,7 +78,8 @@ def _perform(kind: JobKind, ctx: JobContext) -> Outcome:
     try:
         if function is None:
             raise JobError("job_not_revertible", f"Kind {kind.name!r} has no revert.")
-        ctx.check_cancel()
+        if job.cancel_requested and not ctx.reverting:  # as read by the claim
+            raise CancelInterrupt()
         if ctx.reverting:
             _revert_children_first(ctx)
         value = function(job, ctx)
