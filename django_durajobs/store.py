@@ -18,6 +18,7 @@ from typing import Any
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Count, DateTimeField, Exists, F, Func, OuterRef, Q
 from django.db.models.functions import Coalesce, Greatest
+from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from .conf import get_setting
@@ -744,6 +745,29 @@ class Lease:
         if not JobStep.objects.filter(ours, pk=step.pk).update(**fields):
             raise self._lost()
 
+    def _finish_in_one_statement(self, fields: dict[str, Any], log_line: str) -> None:
+        """PostgreSQL: the fenced outcome and its log line in one ``WITH … UPDATE … INSERT``."""
+        query = UpdateQuery(Job)
+        values = {
+            "locked_by": "",
+            "locked_at": None,
+            "lease_token": "",
+            "updated_at": timezone.now(),
+            **fields,
+        }
+        query.add_update_values(values)
+        query.add_q(Q(pk=self.job.pk, lease_token=self.token))
+        update_sql, update_params = query.get_compiler(connection=connection).as_sql()
+        log_table = connection.ops.quote_name(JobLog._meta.db_table)
+        sql = (
+            f"WITH finished AS ({update_sql} RETURNING id) "
+            f"INSERT INTO {log_table} (job_id, at, line) SELECT id, %s, %s FROM finished RETURNING job_id"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*update_params, timezone.now(), clean_log_line(log_line)])
+            if cursor.fetchone() is None:
+                raise self._lost()
+
     def log(self, line: Any) -> None:
         with transaction.atomic():
             self.renew()
@@ -760,6 +784,10 @@ class Lease:
         status = fields["status"]
         due_at = fields.get("next_run_at")
         due_now = status in DUE_STATUSES and due_at is not None and due_at <= timezone.now()
+        if connection.vendor == "postgresql" and log_line and not (steps or trim or due_now):
+            self._finish_in_one_statement(fields, log_line)  # the common case: a job done
+            changed_to(self.job, self.job.status, status, fields)
+            return
         with transaction.atomic():
             self.renew(locked_by="", locked_at=None, lease_token="", **fields)
             for step in steps:
