@@ -18,7 +18,7 @@ from typing import Any
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Count, DateTimeField, Exists, F, Func, OuterRef, Q
 from django.db.models.functions import Coalesce, Greatest
-from django.db.models.sql import UpdateQuery
+from django.db.models.sql import InsertQuery, UpdateQuery
 from django.utils import timezone
 
 from .conf import get_setting
@@ -377,16 +377,46 @@ def _same_kind(existing: Job, definition: JobKind) -> Job:
 
 
 def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
-    with transaction.atomic():
-        job = Job.objects.create(**fields)
-        JobStep.objects.bulk_create(
-            JobStep(job=job, phase=Phase.RUN, position=position, step_id=step_id, title=title)
-            for position, (step_id, title) in enumerate(definition.steps)
-        )
-        if job.status == Status.QUEUED and job.next_run_at <= timezone.now():
-            notify_due(job.queue)
+    job = Job(**fields)
+    due_now = job.status == Status.QUEUED and job.next_run_at <= timezone.now()
+    if connection.vendor == "postgresql":
+        _insert_in_one_statement(definition, job, due_now)
+    else:
+        with transaction.atomic():
+            job.save(force_insert=True)
+            JobStep.objects.bulk_create(
+                JobStep(job=job, phase=Phase.RUN, position=position, step_id=step_id, title=title)
+                for position, (step_id, title) in enumerate(definition.steps)
+            )
     changed_to(job, None, job.status)
     return job
+
+
+def _insert_in_one_statement(definition: JobKind, job: Job, due_now: bool) -> None:
+    """PostgreSQL: the job, its declared steps and the wake-up NOTIFY in one ``WITH … INSERT``."""
+    query = InsertQuery(Job)
+    query.insert_values([field for field in Job._meta.local_concrete_fields if not field.primary_key], [job])
+    compiler = query.get_compiler(connection=connection)
+    compiler.returning_fields = [Job._meta.pk]
+    [(insert_sql, insert_params)] = compiler.as_sql()
+    step_table = connection.ops.quote_name(JobStep._meta.db_table)
+    step_ids = [step_id for step_id, _title in definition.steps]
+    titles = [title for _step_id, title in definition.steps]
+    notify = ", pg_notify(%s, %s)" if due_now else ""
+    sql = (
+        f"WITH new_job AS ({insert_sql}), new_steps AS ("
+        f"INSERT INTO {step_table} (job_id, phase, position, step_id, title, state, detail, error) "
+        f"SELECT new_job.id, %s, step.position, step.step_id, step.title, %s, '', '' FROM new_job, "
+        f"unnest(%s::integer[], %s::text[], %s::text[]) AS step(position, step_id, title)"
+        f") SELECT new_job.id{notify} FROM new_job"
+    )
+    params = [*insert_params, Phase.RUN, StepState.PENDING, list(range(len(step_ids))), step_ids, titles]
+    if due_now:
+        params += [NOTIFY_CHANNEL, job.queue]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        job.pk = cursor.fetchone()[0]
+    job._state.adding = False
 
 
 # Claiming --------------------------------------------------------------------------------------
