@@ -27,7 +27,7 @@ from .status import (
     RESUMABLE,
     RETRYABLE,
     REVERTIBLE,
-    SETTLED,
+    TERMINAL,
     Phase,
     Status,
 )
@@ -187,7 +187,7 @@ def cancel(job: JobRef, by: Any = None) -> Job:
         raise _refused("job_not_cancellable", current, "cancelled", "queued, waiting or running")
 
     cancelled = _transition(job, decide)
-    for child in Job.objects.filter(parent_id=cancelled.pk).exclude(status__in=SETTLED):
+    for child in Job.objects.filter(parent_id=cancelled.pk).exclude(status__in=TERMINAL):
         try:
             cancel(child, by=by)
         except JobError:

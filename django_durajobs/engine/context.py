@@ -218,9 +218,9 @@ class JobContext:
         The job sleeps in ``awaiting_external`` (a revert stays ``reverting``) and is woken by
         the child that settles last; the re-entered run gets here again and receives the summary.
         """
+        self.check_cancel()
         still_open, total = open_children(self.job.pk)
         if still_open:
-            self.check_cancel()
             raise WaitForChildrenInterrupt(children_wait_reason(still_open, total))
         return children_summary(self.job)
 

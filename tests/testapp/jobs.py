@@ -3,6 +3,7 @@
 from . import (  # noqa: F401
     kinds_database,
     kinds_durability,
+    kinds_family,
     kinds_fleet,
     kinds_inputs,
     kinds_lifecycle,
