@@ -94,6 +94,7 @@ class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = False
+    classes = ("durajobs-inline",)
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -276,6 +277,11 @@ class JobAdmin(admin.ModelAdmin):
 
     def has_revert_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         return request.user.has_perm("django_durajobs.revert_job")
+
+    def get_inlines(self, request: HttpRequest, obj: Job | None = None):
+        if obj is None or not obj.children.exists():
+            return [inline for inline in self.inlines if inline is not ChildJobInline]
+        return self.inlines
 
     def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:
         return [field for _name, options in self.fieldsets for field in options["fields"]]
