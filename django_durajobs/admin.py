@@ -105,6 +105,9 @@ class ReadOnlyInline(admin.TabularInline):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
+    def has_view_permission(self, request, obj=None) -> bool:
+        return request.user.has_perm("django_durajobs.view_job")
+
 
 class JobStepInline(ReadOnlyInline):
     model = JobStep
@@ -272,6 +275,21 @@ class JobAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        """Deleting prunes history: only jobs that have ended (a parent takes its children along)."""
+        return super().has_delete_permission(request, obj) and (obj is None or obj.status in TERMINAL)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        unfinished = queryset.exclude(status__in=TERMINAL)
+        if unfinished.exists():
+            self.message_user(
+                request,
+                _("Jobs that have not ended were kept: %(ids)s.")
+                % {"ids": ", ".join(str(pk) for pk in unfinished.values_list("pk", flat=True))},
+                messages.WARNING,
+            )
+        super().delete_queryset(request, queryset.filter(status__in=TERMINAL))
+
     def has_operate_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         return request.user.has_perm("django_durajobs.operate_job")
 
@@ -434,7 +452,11 @@ class JobAdmin(admin.ModelAdmin):
         chosen = f" ({kwargs['action']})" if kwargs.get("action") else ""
         self.log_change(request, job, f"{operation.name}{chosen}")
         if alone:
-            self.message_user(request, operation.done % {"id": job.pk}, messages.SUCCESS)
+            job.refresh_from_db()
+            done = operation.done
+            if operation.name == "cancel" and job.cancel_requested:
+                done = _("Cancel requested for job %(id)s; it stops at its next step.")
+            self.message_user(request, done % {"id": job.pk}, messages.SUCCESS)
         return True
 
     # Actions on selected jobs ------------------------------------------------------------------
