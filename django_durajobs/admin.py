@@ -389,6 +389,8 @@ class JobAdmin(admin.ModelAdmin):
             if summary[operation.allowed_flag]
             and may[operation.permission]
             and not (operation.name == "cancel" and summary["cancel_requested"])
+            # A question with offered answers is answered with them, not with a bare resume.
+            and not (operation.name == "resume" and summary["actions"] and job.status == "needs_user")
         ]
         return {
             "job": job,
