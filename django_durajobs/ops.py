@@ -76,6 +76,13 @@ def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = N
     """Queue a waiting job again; the re-entered run sees ``ctx.resume_action``/``ctx.resume_data``."""
     if action is not None and (not isinstance(action, str) or not action):
         raise JobError("invalid_input", f"An action must be a non-empty string, not {action!r}.")
+    if action is not None:
+        check_text(action, "The action")
+        limit = Job._meta.get_field("resume_action").max_length
+        if len(action) > limit:
+            raise JobError(
+                "invalid_input", f"An action is at most {limit} characters long, not {len(action)}."
+            )
     data = to_json(data, what="The resume data")
 
     def decide(current: Job) -> Decision:

@@ -192,7 +192,9 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
 
 def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
     job = ctx.job
-    logger.warning("Job %s (%s) raised in try %s", job.pk, job.kind, job.attempt, exc_info=exc)
+    # A JobError is a failure the job reported on purpose: its message is enough.
+    traceback = None if isinstance(exc, JobError) else exc
+    logger.warning("Job %s (%s) raised in try %s: %s", job.pk, job.kind, job.attempt, exc, exc_info=traceback)
     error = describe_exception(exc)
     code = exc.code if isinstance(getattr(exc, "code", None), str) and exc.code else None
     now = timezone.now()
@@ -211,6 +213,7 @@ def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
         error=error,
         error_code=code or ("revert_failed" if ctx.reverting else "failed"),
         ended_at=now,
+        next_run_at=None,
         wait_reason="",
         cancel_requested=False,
     )
