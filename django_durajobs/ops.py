@@ -17,7 +17,7 @@ from .engine.redact import shown_text
 from .engine.runner import execute
 from .engine.values import check_text, to_json
 from .errors import JobError
-from .models import Job
+from .models import Job, JobStep
 from .registry import get_kind
 from .signals import announce_change
 from .status import (
@@ -30,6 +30,7 @@ from .status import (
     TERMINAL,
     Phase,
     Status,
+    StepState,
 )
 
 JobRef = Job | int
@@ -194,6 +195,10 @@ def cancel(job: JobRef, by: Any = None) -> Job:
         raise _refused("job_not_cancellable", current, "cancelled", "queued, waiting or running")
 
     cancelled = _transition(job, decide)
+    if cancelled.status == Status.CANCELLED:  # a step a wait had marked is no longer waiting
+        JobStep.objects.filter(
+            job_id=cancelled.pk, state__in=(StepState.WAITING, StepState.NEEDS_USER)
+        ).update(state=StepState.PENDING, detail="")
     for child in Job.objects.filter(parent_id=cancelled.pk).exclude(status__in=TERMINAL):
         try:
             cancel(child, by=by)

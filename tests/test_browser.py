@@ -345,11 +345,6 @@ def test_parent_of_a_partial_family_shows_the_partial_badge(page, operator, tmp_
     screenshot(page, tmp_path, "admin-parent-page.png", full_page=True, docs=False)
 
 
-@pytest.mark.xfail(
-    reason="BUG: a step marked waiting by a wait raised outside a step keeps that state and detail after "
-    "the re-entered run ends outside a step, so an ended job's 'current step' still says it waits",
-    strict=True,
-)
 def test_an_ended_parent_no_longer_shows_a_step_waiting_for_its_children(page, operator):
     """Once the parent has been woken and has failed, its page does not say it still waits."""
     parent = build_jobs(operator)["parent"]

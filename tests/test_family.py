@@ -270,7 +270,7 @@ def test_a_family_of_only_cancelled_children_is_failed_and_wakes_its_parent():
     assert parent.status == Status.FAILED
     assert parent.error_code == "failed"
     assert parent.error == (
-        "JobError: 3 of 3 child jobs did not succeed: "
+        "3 of 3 child jobs did not succeed: "
         "target 0 (cancelled), target 1 (cancelled), target 2 (cancelled)"
     )
     assert got_records(parent.pk) == [("failed", {"cancelled": 3})]
@@ -314,7 +314,7 @@ def test_fan_out_and_in_fails_the_parent_on_a_partial_result():
     assert parent.status == Status.FAILED
     assert parent.error_code == "partial"
     assert parent.error == (
-        "JobError: 2 of 4 child jobs did not succeed: target 1 (failed), target 3 (needs_user)"
+        "2 of 4 child jobs did not succeed: target 1 (failed), target 3 (needs_user)"
     )
     assert recorded(parent.pk, "run") == 2
     assert recorded(parent.pk, "fan_out") == 1
@@ -361,7 +361,7 @@ def test_a_retried_child_that_fails_again_fails_the_parent_after_the_one_retry()
     assert parent.status == Status.FAILED
     assert (parent.error_code, parent.error) == (
         "partial",
-        "JobError: 1 of 2 child jobs did not succeed: target 0 (failed)",
+        "1 of 2 child jobs did not succeed: target 0 (failed)",
     )
     # Before its one retry; then, woken again, before and after replaying that retry step.
     assert got_records(parent.pk) == [("partial", {"done": 1, "failed": 1})] * 3

@@ -108,6 +108,10 @@ class JobContext:
             for step in JobStep.objects.filter(job_id=self.job.pk, phase=self.phase).order_by("position")
         }
 
+    def met_steps(self) -> list[JobStep]:
+        """The checkpoints this run has read (for the runner's bookkeeping)."""
+        return list(self.steps.values())
+
     @property
     def attempt(self) -> int:
         return self.job.attempt

@@ -12,7 +12,7 @@ from django.utils import timezone
 from ..errors import JobError, LeaseLost
 from ..models import Job, JobStep
 from ..registry import JobKind, get_kind
-from ..status import Phase, Status, StepState
+from ..status import WAITING, Phase, Status, StepState
 from ..store import GIVE_ATTEMPT_BACK, Lease, database_trouble
 from .context import (
     CancelInterrupt,
@@ -60,6 +60,8 @@ def execute(lease: Lease) -> str | None:
             {"status": Status.FAILED, "error": str(exc), "error_code": exc.code, "ended_at": timezone.now()},
             str(exc),
         )
+    if outcome.fields["status"] not in WAITING:
+        outcome.steps += _no_longer_waiting(ctx)
     try:
         lease.finish(outcome.fields, outcome.steps, outcome.log_line)
     except LeaseLost as lost:
@@ -130,6 +132,18 @@ def _finished(ctx: JobContext, value: Any) -> Outcome:
         dict(status=Status.DONE, result=result, progress=100, resume_action="", resume_data=None, **common),
         "Done.",
     )
+
+
+def _no_longer_waiting(ctx: JobContext) -> list[JobStep]:
+    """Steps an earlier wait marked (outside a step) go back to pending once the run stops waiting."""
+    stale = [
+        step
+        for step in ctx.met_steps()
+        if step.state in (StepState.WAITING, StepState.NEEDS_USER) and step is not ctx.interrupted_step
+    ]
+    for step in stale:
+        step.state, step.detail = StepState.PENDING, ""
+    return stale
 
 
 def _mark_next_pending_step(ctx: JobContext, interrupt: Interrupt) -> list[JobStep]:
