@@ -270,8 +270,7 @@ def test_a_family_of_only_cancelled_children_is_failed_and_wakes_its_parent():
     assert parent.status == Status.FAILED
     assert parent.error_code == "failed"
     assert parent.error == (
-        "3 of 3 child jobs did not succeed: "
-        "target 0 (cancelled), target 1 (cancelled), target 2 (cancelled)"
+        "3 of 3 child jobs did not succeed: target 0 (cancelled), target 1 (cancelled), target 2 (cancelled)"
     )
     assert got_records(parent.pk) == [("failed", {"cancelled": 3})]
     assert settled_lines(parent) == ["All 3 child jobs have settled; queued again."]
@@ -313,9 +312,7 @@ def test_fan_out_and_in_fails_the_parent_on_a_partial_result():
     parent = fresh(parent)
     assert parent.status == Status.FAILED
     assert parent.error_code == "partial"
-    assert parent.error == (
-        "2 of 4 child jobs did not succeed: target 1 (failed), target 3 (needs_user)"
-    )
+    assert parent.error == ("2 of 4 child jobs did not succeed: target 1 (failed), target 3 (needs_user)")
     assert recorded(parent.pk, "run") == 2
     assert recorded(parent.pk, "fan_out") == 1
     assert got_records(parent.pk) == [("partial", {"done": 2, "failed": 1, "needs_user": 1})]
