@@ -122,7 +122,7 @@ class Job(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.label} (#{self.pk}, {self.status})"
+        return f"{self.label} (#{self.pk}, {self.get_status_display()})"
 
     @property
     def is_terminal(self) -> bool:

@@ -17,7 +17,7 @@ from .engine.redact import shown_text
 from .engine.runner import execute
 from .engine.values import check_text, to_json
 from .errors import JobError
-from .models import Job
+from .models import Job, JobStep
 from .registry import get_kind
 from .signals import announce_change
 from .status import (
@@ -27,9 +27,10 @@ from .status import (
     RESUMABLE,
     RETRYABLE,
     REVERTIBLE,
-    SETTLED,
+    TERMINAL,
     Phase,
     Status,
+    StepState,
 )
 
 JobRef = Job | int
@@ -76,6 +77,13 @@ def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = N
     """Queue a waiting job again; the re-entered run sees ``ctx.resume_action``/``ctx.resume_data``."""
     if action is not None and (not isinstance(action, str) or not action):
         raise JobError("invalid_input", f"An action must be a non-empty string, not {action!r}.")
+    if action is not None:
+        check_text(action, "The action")
+        limit = Job._meta.get_field("resume_action").max_length
+        if len(action) > limit:
+            raise JobError(
+                "invalid_input", f"An action is at most {limit} characters long, not {len(action)}."
+            )
     data = to_json(data, what="The resume data")
 
     def decide(current: Job) -> Decision:
@@ -187,7 +195,11 @@ def cancel(job: JobRef, by: Any = None) -> Job:
         raise _refused("job_not_cancellable", current, "cancelled", "queued, waiting or running")
 
     cancelled = _transition(job, decide)
-    for child in Job.objects.filter(parent_id=cancelled.pk).exclude(status__in=SETTLED):
+    if cancelled.status == Status.CANCELLED:  # a step a wait had marked is no longer waiting
+        JobStep.objects.filter(
+            job_id=cancelled.pk, state__in=(StepState.WAITING, StepState.NEEDS_USER)
+        ).update(state=StepState.PENDING, detail="")
+    for child in Job.objects.filter(parent_id=cancelled.pk).exclude(status__in=TERMINAL):
         try:
             cancel(child, by=by)
         except JobError:

@@ -28,7 +28,7 @@ from .errors import JobError, LeaseLost
 from .models import Job, JobLog, JobStep
 from .registry import PRIORITY_RANGE, JobKind, get_kind, known_kinds
 from .signals import announce_change
-from .status import SETTLED, WAITING, Phase, Status, StepState
+from .status import SETTLED, TERMINAL, WAITING, Phase, Status, StepState
 
 logger = logging.getLogger("django_durajobs")
 
@@ -608,6 +608,26 @@ def heartbeat(leases: Iterable[Lease]) -> list[Lease]:
         if not Job.objects.filter(pk=lease.job.pk, lease_token=lease.token).update(locked_at=DatabaseNow()):
             lost.append(lease)
     return lost
+
+
+# Pruning ---------------------------------------------------------------------------------------
+
+
+def prune(older_than: timedelta, *, dry_run: bool = False, batch: int = 1000) -> int:
+    """Delete jobs that ended more than ``older_than`` ago, with their steps and log; returns how many.
+
+    A job with a child that has not ended is kept (deleting a parent deletes its children).
+    """
+    cutoff = timezone.now() - older_than
+    open_child = Job.objects.filter(parent_id=OuterRef("pk")).exclude(status__in=TERMINAL)
+    old = Job.objects.filter(status__in=TERMINAL, ended_at__lt=cutoff).exclude(Exists(open_child))
+    if dry_run:
+        return old.count()
+    deleted = 0
+    while ids := list(old.values_list("pk", flat=True)[:batch]):
+        Job.objects.filter(pk__in=ids).delete()
+        deleted += len(ids)
+    return deleted
 
 
 # Waking workers --------------------------------------------------------------------------------

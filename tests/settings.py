@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_durajobs",
     "tests.testapp",
+    "example_project.demo",  # the example project's kinds, tested in tests/test_example.py
 ]
 
 MIDDLEWARE = [
@@ -123,3 +124,10 @@ DURAJOBS: dict = {
     for key in ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "BACKOFF_BASE_SECONDS", "MAX_WORKER_LOSSES")
     if f"DURAJOBS_{key}" in os.environ
 }
+
+# The example project's demo app (tests/test_example.py points DEMO_FILES_DIR at a temporary
+# directory per test). No pacing: its steps run at full speed.
+DEMO_FILES_DIR = REPO_ROOT / ".pytest-db" / "demo"
+DEMO_STEP_SECONDS = 0
+DEMO_DNS_PROPAGATION_SECONDS = 20
+DEMO_PAYMENT_SECRET = "test-payment-secret"

@@ -112,6 +112,13 @@ class JobContext:
         rows = JobStep.objects.filter(job_id=self.job.pk, phase=self.phase).order_by("position")
         return {step.step_id: step for step in rows}
 
+    def steps_marked_by_an_earlier_run(self) -> list[JobStep]:
+        """The checkpoints, when an earlier run may have marked one (a first run reads nothing)."""
+        first_run = self.job.started_at == self.job.updated_at  # both set to the claim's time
+        if first_run and "steps" not in self.__dict__:
+            return []
+        return list(self.steps.values())
+
     @property
     def attempt(self) -> int:
         return self.job.attempt
@@ -224,9 +231,9 @@ class JobContext:
         The job sleeps in ``awaiting_external`` (a revert stays ``reverting``) and is woken by
         the child that settles last; the re-entered run gets here again and receives the summary.
         """
+        self.check_cancel()
         still_open, total = open_children(self.job.pk)
         if still_open:
-            self.check_cancel()
             raise WaitForChildrenInterrupt(children_wait_reason(still_open, total))
         return children_summary(self.job)
 

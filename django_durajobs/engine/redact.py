@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..conf import get_setting
+from ..errors import JobError
 
 REDACTED = "[REDACTED]"
 
@@ -125,6 +126,11 @@ def redact(value: Any) -> Any:
 
 
 def describe_exception(exc: BaseException, limit: int = 4000) -> str:
-    """A redacted account of an exception, fit to store as a job's error."""
+    """A redacted account of an exception, fit to store as a job's error.
+
+    A ``JobError`` a job raised on purpose speaks for itself; others are named by their class.
+    """
     message = str(exc)
+    if isinstance(exc, JobError) and message:
+        return shown_text(message, limit)
     return shown_text(f"{type(exc).__name__}: {message}" if message else type(exc).__name__, limit)

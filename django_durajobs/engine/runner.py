@@ -12,7 +12,7 @@ from django.utils import timezone
 from ..errors import JobError, LeaseLost
 from ..models import Job, JobStep
 from ..registry import JobKind, get_kind
-from ..status import Phase, Status, StepState
+from ..status import WAITING, Phase, Status, StepState
 from ..store import GIVE_ATTEMPT_BACK, Lease, database_trouble
 from .context import (
     CancelInterrupt,
@@ -59,6 +59,8 @@ def execute(lease: Lease) -> str | None:
             {"status": Status.FAILED, "error": str(exc), "error_code": exc.code, "ended_at": timezone.now()},
             str(exc),
         )
+    if outcome.fields["status"] not in WAITING:
+        outcome.steps += _no_longer_waiting(ctx)
     # The log grows by a line a run; trimming it is needed only when this run wrote more.
     trim = ctx.logged or outcome.fields["status"] != Status.DONE
     try:
@@ -134,6 +136,18 @@ def _finished(ctx: JobContext, value: Any) -> Outcome:
     )
 
 
+def _no_longer_waiting(ctx: JobContext) -> list[JobStep]:
+    """Steps an earlier wait marked (outside a step) go back to pending once the run stops waiting."""
+    stale = [
+        step
+        for step in ctx.steps_marked_by_an_earlier_run()
+        if step.state in (StepState.WAITING, StepState.NEEDS_USER) and step is not ctx.interrupted_step
+    ]
+    for step in stale:
+        step.state, step.detail = StepState.PENDING, ""
+    return stale
+
+
 def _mark_next_pending_step(ctx: JobContext, interrupt: Interrupt) -> list[JobStep]:
     """A wait raised outside a step shows on the next unfinished step, so a screen has a current step."""
     if ctx.interrupted_step is not None:
@@ -194,7 +208,9 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
 
 def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
     job = ctx.job
-    logger.warning("Job %s (%s) raised in try %s", job.pk, job.kind, job.attempt, exc_info=exc)
+    # A JobError is a failure the job reported on purpose: its message is enough.
+    traceback = None if isinstance(exc, JobError) else exc
+    logger.warning("Job %s (%s) raised in try %s: %s", job.pk, job.kind, job.attempt, exc, exc_info=traceback)
     error = describe_exception(exc)
     code = exc.code if isinstance(getattr(exc, "code", None), str) and exc.code else None
     now = timezone.now()
@@ -213,6 +229,7 @@ def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
         error=error,
         error_code=code or ("revert_failed" if ctx.reverting else "failed"),
         ended_at=now,
+        next_run_at=None,
         wait_reason="",
         cancel_requested=False,
     )
