@@ -1,0 +1,1 @@
+"""The no-op job kinds the benchmark runs (``jobs.py``, found by autodiscovery in every process)."""

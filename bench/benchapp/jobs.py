@@ -1,0 +1,21 @@
+"""No-op kinds: what is measured is the queue's own work per job and per step, nothing else."""
+
+from django_durajobs import job
+
+FIVE_STEPS = ("a", "b", "c", "d", "e")
+
+
+@job("bench_noop0", title="No-op, no steps")
+def noop0(job, ctx):
+    return None
+
+
+@job("bench_noop1", title="No-op, 1 step", steps=["a"])
+def noop1(job, ctx):
+    ctx.step("a", lambda: None)
+
+
+@job("bench_noop5", title="No-op, 5 steps", steps=FIVE_STEPS)
+def noop5(job, ctx):
+    for step_id in FIVE_STEPS:
+        ctx.step(step_id, lambda: None)
