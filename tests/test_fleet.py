@@ -225,7 +225,8 @@ def test_workers_killed_at_random_moments_lose_no_work_and_rerun_only_the_step_i
     # Recovery waits for the dead worker's lease, not for anything longer.
     job_seconds = len(CHAOS_STEPS) * CHAOS_STEP_SECONDS
     threads = CHAOS_WORKERS * CHAOS_CONCURRENCY
-    remaining_work = 2 * unfinished_at_last_kill * job_seconds / threads  # x2: overhead per job
+    # x3: the per-job overhead of claims and checkpoints, on a shared two-core machine
+    remaining_work = 3 * unfinished_at_last_kill * job_seconds / threads
     bound = 2 * LEASE_SECONDS + remaining_work + 5
     last_done = Job.objects.aggregate(last=Max("ended_at"))["last"]
     took = (last_done - kill_times[-1]).total_seconds()
