@@ -230,7 +230,8 @@ def test_workers_ride_out_a_postgresql_restart(db_vendor, runjobs, postgresql_co
         pytest.skip("restarts the PostgreSQL server (pg_ctlcluster); the issue asks for PostgreSQL")
     if not shutil.which("pg_ctlcluster") or not os.path.isdir("/etc/postgresql"):
         pytest.skip("needs a local PostgreSQL cluster managed by pg_ctlcluster")
-    job_ids = [enqueue(KIND, subject={"work_seconds": 0.015})[0].pk for _ in range(RESTART_JOBS)]
+    # About 4 s of work for 4 threads, so the restart (after 20 jobs) always lands mid-work.
+    job_ids = [enqueue(KIND, subject={"work_seconds": 0.05})[0].pk for _ in range(RESTART_JOBS)]
     workers = [runjobs("--concurrency", "2") for _ in range(2)]
 
     wait_for(
