@@ -382,12 +382,7 @@ def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
     if connection.vendor == "postgresql":
         _insert_in_one_statement(definition, job, due_now)
     else:
-        with transaction.atomic():
-            job.save(force_insert=True)
-            JobStep.objects.bulk_create(
-                JobStep(job=job, phase=Phase.RUN, position=position, step_id=step_id, title=title)
-                for position, (step_id, title) in enumerate(definition.steps)
-            )
+        _bulk_insert(definition, [job])
     changed_to(job, None, job.status)
     return job
 
