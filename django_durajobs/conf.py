@@ -16,6 +16,7 @@ DEFAULTS: dict[str, Any] = {
     "LOG_LINE_MAX_CHARS": 500,
     "MAX_SUBJECT_BYTES": 1_000_000,
     "REDACT_KEYS": (),
+    "PREPARED_STATEMENTS": True,
 }
 
 

@@ -6,12 +6,14 @@ is fenced by the lease token), status transitions and recovery. Vendor differenc
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
 import time
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +23,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.db.models.sql import InsertQuery, UpdateQuery
 from django.utils import timezone
 
+from . import sql
 from .conf import get_setting
 from .engine.redact import shown_text
 from .engine.values import check_text, to_json
@@ -56,16 +59,45 @@ class DatabaseNow(Func):
         return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')", []
 
 
+def database_now_sql() -> str:
+    """``DatabaseNow()`` as SQL text for this database."""
+
+    def compiled() -> str:
+        compiler = Job.objects.none().query.get_compiler(connection=connection)
+        return compiler.compile(DatabaseNow())[0]
+
+    return sql.kept(connection, ("now",), compiled)
+
+
 def database_now() -> datetime:
     """The database server's current time, as an aware datetime."""
-    compiler = Job.objects.none().query.get_compiler(connection=connection)
-    sql, params = compiler.compile(DatabaseNow())
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {sql}", params)
+    with sql.cursor(connection) as cursor:
+        cursor.execute(f"SELECT {database_now_sql()}", [])
         raw = cursor.fetchone()[0]
     if isinstance(raw, str):
         raw = datetime.fromisoformat(raw)
     return raw if timezone.is_aware(raw) else timezone.make_aware(raw, UTC)
+
+
+#: PostgreSQL: a condition that makes the statement's commit not wait for the disk (see ``no_flush``).
+NO_FLUSH = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+
+
+def no_flush() -> str:
+    """``NO_FLUSH`` where a statement that marks work as taken or under way may use it, else "".
+
+    On PostgreSQL, outside a transaction, a claim and a step marked running commit without
+    waiting for the write-ahead log to reach the disk. Only a crash of the database server can
+    lose such a commit (the last few hundred milliseconds of them, ``wal_writer_delay`` × 3),
+    and losing it puts the job back as it was before: queued, or its step pending. Its worker's
+    next write, fenced by the lease token, is then refused, and the job runs again after its last
+    finished step, as after a lost worker. Every checkpoint and outcome still waits for the
+    disk, and so makes everything committed before it durable too. Inside a transaction the
+    setting would cover the caller's own writes: there the statement waits as usual.
+    """
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        return NO_FLUSH
+    return ""
 
 
 def new_token() -> str:
@@ -118,9 +150,17 @@ def database_trouble(exc: BaseException) -> bool:
         return True
 
 
-def append_log(job_id: int, line: str) -> None:
-    """Store one redacted, shortened log line (unfenced: for operations, not for workers)."""
-    JobLog.objects.create(job_id=job_id, line=clean_log_line(line))
+def append_log(job_id: int, line: Any) -> None:
+    """Store one redacted, shortened log line (unfenced: a worker's lease fences it by other means)."""
+    quote = connection.ops.quote_name
+
+    def statement() -> str:
+        columns = ", ".join(quote(name) for name in ("job_id", "at", "line"))
+        return f"INSERT INTO {sql.table(connection, JobLog)} ({columns}) VALUES (%s, %s, %s)"
+
+    params = [job_id, sql.prepared_datetime(connection, timezone.now()), clean_log_line(line)]
+    with sql.cursor(connection) as cursor:
+        cursor.execute(sql.kept(connection, ("log",), statement), params)
 
 
 def clean_log_line(line: Any) -> str:
@@ -255,39 +295,61 @@ def enqueue_many(kind: str | JobKind, specs: Iterable[dict[str, Any]]) -> list[t
     if not checked:
         return []
     definition = checked[0][0]
-    outcome: list[tuple[Job, bool]] = []
     keys = [fields["idempotency_key"] for _, fields in checked if fields["idempotency_key"] is not None]
     existing = (
         {job.idempotency_key: job for job in Job.objects.filter(idempotency_key__in=keys)} if keys else {}
     )
-    fresh: dict[str, Job] = {}
-    new_jobs: list[Job] = []
+    # Each spec's outcome: an existing job, or the index of the row it inserts.
+    places: list[Job | int] = []
+    first_with_key: dict[str, int] = {}
+    rows: list[dict[str, Any]] = []
     for _, fields in checked:
         key = fields["idempotency_key"]
         if key in existing:
-            outcome.append((_same_kind(existing[key], definition), False))
-        elif key is not None and key in fresh:
-            outcome.append((fresh[key], False))
+            places.append(_same_kind(existing[key], definition))
+        elif key is not None and key in first_with_key:
+            places.append(first_with_key[key])
         else:
-            job = Job(**fields)
-            new_jobs.append(job)
             if key is not None:
-                fresh[key] = job
-            outcome.append((job, True))
+                first_with_key[key] = len(rows)
+            places.append(len(rows))
+            rows.append(fields)
     try:
-        _bulk_insert(definition, new_jobs)
+        inserted = _insert_rows(definition, rows)
     except IntegrityError:
         # Another caller took one of the keys meanwhile: one by one, each race-safe.
         return [_enqueue_checked(definition, fields) for _, fields in checked]
-    for job in new_jobs:
+    for job in inserted:
         changed_to(job, None, job.status)
+    claimed: set[int] = set()
+    outcome: list[tuple[Job, bool]] = []
+    for place in places:
+        if isinstance(place, Job):
+            outcome.append((place, False))
+        else:
+            outcome.append((inserted[place], place not in claimed))
+            claimed.add(place)
     return outcome
 
 
-def _bulk_insert(definition: JobKind, jobs: list[Job]) -> None:
-    """Insert jobs and their declared steps in a few statements, in one transaction."""
-    if not jobs:
-        return
+def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
+    [job] = _insert_rows(definition, [fields])
+    changed_to(job, None, job.status)
+    return job
+
+
+def _insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
+    """Insert jobs (``rows`` of checked fields) with their declared steps, and wake the workers
+    of the queues that have a job due now; all in one transaction."""
+    if not rows:
+        return []
+    now = timezone.now()
+    due_queues = sorted(
+        {row["queue"] for row in rows if row["status"] == Status.QUEUED and row["next_run_at"] <= now}
+    )
+    if connection.vendor == "postgresql":
+        return _insert_in_one_statement(definition, rows, now, due_queues)
+    jobs = [Job(**row) for row in rows]
     with transaction.atomic():
         if connection.features.can_return_rows_from_bulk_insert:
             Job.objects.bulk_create(jobs, batch_size=1000)
@@ -302,9 +364,128 @@ def _bulk_insert(definition: JobKind, jobs: list[Job]) -> None:
             ),
             batch_size=1000,
         )
-        now = timezone.now()
-        for queue in {job.queue for job in jobs if job.status == Status.QUEUED and job.next_run_at <= now}:
+        for queue in due_queues:
             notify_due(queue)
+    return jobs
+
+
+#: The columns an enqueue sets job by job (``_checked_fields``); every other one starts at its
+#: field's default, the same for every job.
+ENQUEUED_COLUMNS = (
+    "kind",
+    "label",
+    "status",
+    "subject",
+    "queue",
+    "priority",
+    "max_attempts",
+    "next_run_at",
+    "idempotency_key",
+    "created_by_id",
+    "actor_type",
+    "group_id",
+    "subject_type",
+    "subject_id",
+    "parent_id",
+)
+
+
+@dataclass(frozen=True)
+class InsertStatement:
+    """PostgreSQL: what ``_insert_in_one_statement`` runs, made once per database."""
+
+    sql: str
+    #: Per column no enqueue sets: True for a timestamp that takes the enqueue's time, else
+    #: False and the field's default, prepared for the driver.
+    fixed: tuple[tuple[bool, Any], ...]
+    #: A new job's values in field order, and where each field is in it.
+    defaults: tuple[Any, ...]
+    positions: dict[str, int]
+
+    @classmethod
+    def make(cls) -> InsertStatement:
+        fields = [field for field in Job._meta.concrete_fields if not field.primary_key]
+        by_attname = {field.attname: field for field in fields}
+        varying = [by_attname[attname] for attname in ENQUEUED_COLUMNS]
+        fixed = [field for field in fields if field.attname not in ENQUEUED_COLUMNS]
+        template = Job()
+        quote = connection.ops.quote_name
+
+        def fixed_value(field) -> tuple[bool, Any]:
+            if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+                return True, None
+            return False, field.get_db_prep_save(getattr(template, field.attname), connection)
+
+        def array_type(field) -> str:  # the subject arrives as JSON text
+            return "text" if field.attname == "subject" else field.db_type(connection).split("(")[0]
+
+        def unnested(field) -> str:
+            value = f"u.{quote(field.attname)}"
+            return f"{value}::jsonb" if field.attname == "subject" else value
+
+        names = ", ".join(quote(field.attname) for field in varying)
+        statement = (
+            f"WITH new_jobs AS ("
+            f"INSERT INTO {sql.table(connection, Job)} "
+            f"({', '.join(quote(field.column) for field in varying + fixed)}) "
+            f"SELECT {', '.join(unnested(field) for field in varying)}, "
+            f"{', '.join(f'%s::{field.db_type(connection)}' for field in fixed)} "
+            f"FROM unnest({', '.join(f'%s::{array_type(field)}[]' for field in varying)}) "
+            f"WITH ORDINALITY AS u({names}, durajobs_order) ORDER BY durajobs_order "
+            f"RETURNING {quote('id')}), "
+            f"new_steps AS ("
+            f"INSERT INTO {sql.table(connection, JobStep)} (job_id, phase, position, step_id, title, state, detail, error) "
+            f"SELECT new_jobs.id, %s, step.position, step.step_id, step.title, %s, '', '' FROM new_jobs, "
+            f"unnest(%s::integer[], %s::text[], %s::text[]) AS step(position, step_id, title)) "
+            f"SELECT array_agg(id ORDER BY id), "
+            f"(SELECT count(*) FROM (SELECT pg_notify(%s, queue) FROM unnest(%s::text[]) AS queue) AS woken) "
+            f"FROM new_jobs"
+        )
+        return cls(
+            sql=statement,
+            fixed=tuple(fixed_value(field) for field in fixed),
+            defaults=tuple(getattr(template, field.attname) for field in Job._meta.concrete_fields),
+            positions={field.attname: index for index, field in enumerate(Job._meta.concrete_fields)},
+        )
+
+
+def _insert_in_one_statement(
+    definition: JobKind, rows: list[dict[str, Any]], now: datetime, due_queues: list[str]
+) -> list[Job]:
+    """PostgreSQL: the jobs, their declared steps and the wake-up NOTIFY in one statement.
+
+    Every column arrives as one array (``unnest``), so the statement is the same text for one
+    job or a thousand. The rows are inserted in order, so the new ids, ascending, are theirs.
+    """
+    statement = sql.kept(connection, ("enqueue",), InsertStatement.make)
+    columns = [[row[attname] for row in rows] for attname in ENQUEUED_COLUMNS]
+    columns[ENQUEUED_COLUMNS.index("subject")] = [json.dumps(row["subject"]) for row in rows]
+    step_ids = [step_id for step_id, _title in definition.steps]
+    titles = [title for _step_id, title in definition.steps]
+    params = [
+        *(now if stamped else value for stamped, value in statement.fixed),
+        *columns,
+        Phase.RUN,
+        StepState.PENDING,
+        list(range(len(step_ids))),
+        step_ids,
+        titles,
+        NOTIFY_CHANNEL,
+        due_queues,
+    ]
+    with sql.cursor(connection) as cursor:
+        cursor.execute(statement.sql, params)
+        ids = cursor.fetchone()[0]
+    positions = statement.positions
+    jobs = []
+    for pk, row in zip(ids, rows):
+        values = list(statement.defaults)
+        values[positions["id"]] = pk
+        values[positions["created_at"]] = values[positions["updated_at"]] = now
+        for attname, value in row.items():
+            values[positions[attname]] = value
+        jobs.append(Job.from_db(connection.alias, None, values))
+    return jobs
 
 
 def _checked_fields(
@@ -376,44 +557,6 @@ def _same_kind(existing: Job, definition: JobKind) -> Job:
     return existing
 
 
-def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
-    job = Job(**fields)
-    due_now = job.status == Status.QUEUED and job.next_run_at <= timezone.now()
-    if connection.vendor == "postgresql":
-        _insert_in_one_statement(definition, job, due_now)
-    else:
-        _bulk_insert(definition, [job])
-    changed_to(job, None, job.status)
-    return job
-
-
-def _insert_in_one_statement(definition: JobKind, job: Job, due_now: bool) -> None:
-    """PostgreSQL: the job, its declared steps and the wake-up NOTIFY in one ``WITH … INSERT``."""
-    query = InsertQuery(Job)
-    query.insert_values([field for field in Job._meta.local_concrete_fields if not field.primary_key], [job])
-    compiler = query.get_compiler(connection=connection)
-    compiler.returning_fields = [Job._meta.pk]
-    [(insert_sql, insert_params)] = compiler.as_sql()
-    step_table = connection.ops.quote_name(JobStep._meta.db_table)
-    step_ids = [step_id for step_id, _title in definition.steps]
-    titles = [title for _step_id, title in definition.steps]
-    notify = ", pg_notify(%s, %s)" if due_now else ""
-    sql = (
-        f"WITH new_job AS ({insert_sql}), new_steps AS ("
-        f"INSERT INTO {step_table} (job_id, phase, position, step_id, title, state, detail, error) "
-        f"SELECT new_job.id, %s, step.position, step.step_id, step.title, %s, '', '' FROM new_job, "
-        f"unnest(%s::integer[], %s::text[], %s::text[]) AS step(position, step_id, title)"
-        f") SELECT new_job.id{notify} FROM new_job"
-    )
-    params = [*insert_params, Phase.RUN, StepState.PENDING, list(range(len(step_ids))), step_ids, titles]
-    if due_now:
-        params += [NOTIFY_CHANNEL, job.queue]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        job.pk = cursor.fetchone()[0]
-    job._state.adding = False
-
-
 # Claiming --------------------------------------------------------------------------------------
 
 
@@ -456,7 +599,7 @@ REVERT_LOOKUP_SECONDS = 1.0
 _next_revert_lookup = 0.0
 
 #: Databases whose UPDATE can return the row it changed: a claim is then one statement.
-CLAIM_RETURNING = {"postgresql": " FOR UPDATE SKIP LOCKED", "sqlite": ""}
+CLAIM_RETURNING = frozenset({"postgresql", "sqlite"})
 
 
 def _claim_one(status: str, queues: Iterable[str] | None, worker_id: str, token: str) -> Job | None:
@@ -475,27 +618,50 @@ def _claim_one(status: str, queues: Iterable[str] | None, worker_id: str, token:
 
 
 def _claim_returning(status: str, queues: Iterable[str] | None, worker_id: str, token: str) -> Job | None:
-    """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING *`` (on PostgreSQL the subquery locks
+    """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING …`` (on PostgreSQL the subquery locks
     with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip."""
-    candidates = _due(status, queues).values("pk")[:1]
-    pick_sql, pick_params = candidates.query.get_compiler(connection=connection).as_sql()
-    compiler = Job.objects.none().query.get_compiler(connection=connection)
-    db_now, _ = compiler.compile(DatabaseNow())
-    now = timezone.now()
-    table = connection.ops.quote_name(Job._meta.db_table)
+    kinds = known_kinds()
+    queues = list(queues or ())
+    if not kinds:
+        return None
+    flush = no_flush()
+    statement = sql.kept(
+        connection,
+        ("claim", status, len(kinds), len(queues), flush),
+        lambda: _claim_sql(status, len(kinds), len(queues), flush),
+    )
+    now = sql.prepared_datetime(connection, timezone.now())
+    taking = [Status.RUNNING, now] if status == Status.QUEUED else []
+    params = [*taking, worker_id, token, now, status, *kinds, now, *queues, status]
+    with sql.cursor(connection) as cursor:
+        cursor.execute(statement, params)
+        rows = cursor.fetchall()
+    return sql.read_rows(connection, Job, rows)[0] if rows else None
+
+
+def _claim_sql(status: str, kinds: int, queues: int, flush: str) -> str:
+    quote = connection.ops.quote_name
+    table = sql.table(connection, Job)
+    status_, locked_by, next_run_at = quote("status"), quote("locked_by"), quote("next_run_at")
     taking = (
-        "status = %s, attempt = attempt + 1, started_at = COALESCE(started_at, %s), "
+        f"{status_} = %s, {quote('attempt')} = {quote('attempt')} + 1, "
+        f"{quote('started_at')} = COALESCE({quote('started_at')}, %s), "
         if status == Status.QUEUED
         else ""
     )
-    taking_params = [Status.RUNNING, now] if status == Status.QUEUED else []
-    sql = (
-        f"UPDATE {table} SET {taking}locked_by = %s, locked_at = {db_now}, lease_token = %s, updated_at = %s "
-        f"WHERE id = ({pick_sql}{CLAIM_RETURNING[connection.vendor]}) AND status = %s AND locked_by = '' "
-        f"RETURNING *"
+    in_queues = f" AND {quote('queue')} IN ({', '.join(['%s'] * queues)})" if queues else ""
+    lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    pick = (
+        f"SELECT {quote('id')} FROM {table} WHERE {status_} = %s AND {locked_by} = '' "
+        f"AND {quote('kind')} IN ({', '.join(['%s'] * kinds)}) AND {next_run_at} <= %s{in_queues} "
+        f"ORDER BY {quote('priority')} DESC, {next_run_at} ASC, {quote('id')} ASC LIMIT 1{lock}"
     )
-    params = [*taking_params, worker_id, token, now, *pick_params, status]
-    return next(iter(Job.objects.raw(sql, params)), None)
+    return (
+        f"UPDATE {table} SET {taking}{locked_by} = %s, {quote('locked_at')} = {database_now_sql()}, "
+        f"{quote('lease_token')} = %s, {quote('updated_at')} = %s "
+        f"WHERE {quote('id')} = ({pick}) AND {status_} = %s AND {locked_by} = ''{flush} "
+        f"RETURNING {sql.columns(connection, Job)}"
+    )
 
 
 def _take(job: Job, worker_id: str, token: str) -> bool:
@@ -633,7 +799,7 @@ NOTIFY_CHANNEL = "durajobs"
 def notify_due(queue: str) -> None:
     """Tell idle PostgreSQL workers a job of ``queue`` is due (delivered when the transaction commits)."""
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+        with sql.cursor(connection) as cursor:
             cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
 
 
@@ -722,6 +888,10 @@ def wake_forgotten_parents(limit: int = 100) -> int:
 # The lease a worker holds ----------------------------------------------------------------------
 
 
+class StepRowMissing(Exception):
+    """A step taken to be in the database is not there: its job's steps must be read again."""
+
+
 class Lease:
     """A worker's hold on one claimed job. Each write is fenced by the lease token.
 
@@ -736,12 +906,47 @@ class Lease:
         self.token = token
         self._renewed = time.monotonic()
 
-    def _fenced(self, **fields: Any) -> int:
-        values = {"locked_at": DatabaseNow(), "updated_at": timezone.now(), **fields}
-        return Job.objects.filter(pk=self.job.pk, lease_token=self.token).update(**values)
-
     def _lost(self) -> LeaseLost:
         return LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
+
+    def _update_job(self, values: dict[str, Any]) -> tuple[str, list[Any]]:
+        """The fenced ``UPDATE`` of the job to ``values``, and its parameters."""
+        set_sql, params = sql.set_clause(connection, Job, values)
+        quote = connection.ops.quote_name
+        statement = (
+            f"UPDATE {sql.table(connection, Job)} SET {set_sql} "
+            f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s"
+        )
+        return statement, [*params, self.job.pk, self.token]
+
+    def _update_step(self, step: JobStep, fields: dict[str, Any], *, start: bool = False) -> int:
+        """Write ``fields`` to ``step`` if the job is still ours; a start also needs no cancel request.
+
+        The step is found by job, phase and step id, so a step taken from its kind's
+        declaration (``JobContext.steps``) needs no id. Returns the number of rows changed.
+        """
+        set_sql, params = sql.set_clause(connection, JobStep, fields)
+        quote = connection.ops.quote_name
+        not_cancelled = f" AND {quote('cancel_requested')} = %s" if start else ""
+        statement = (
+            f"UPDATE {sql.table(connection, JobStep)} SET {set_sql} "
+            f"WHERE {quote('job_id')} = %s AND {quote('phase')} = %s AND {quote('step_id')} = %s "
+            f"AND EXISTS (SELECT 1 FROM {sql.table(connection, Job)} "
+            f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s{not_cancelled})"
+            f"{no_flush() if start else ''}"
+        )
+        params += [self.job.pk, step.phase, step.step_id, self.job.pk, self.token]
+        if start:
+            params.append(False)
+        with sql.cursor(connection) as cursor:
+            cursor.execute(statement, params)
+            return cursor.rowcount
+
+    def _fenced(self, **fields: Any) -> int:
+        statement, params = self._update_job({"locked_at": DatabaseNow(), "updated_at": timezone.now(), **fields})
+        with sql.cursor(connection) as cursor:
+            cursor.execute(statement, params)
+            return cursor.rowcount
 
     def renew(self, **fields: Any) -> None:
         """Heartbeat (and optionally set progress/eta); raises ``LeaseLost`` when no longer ours."""
@@ -755,7 +960,10 @@ class Lease:
             self.renew()
 
     def start_step(self, step: JobStep, *, create: bool, **fields: Any) -> bool:
-        """Mark a step running, fenced; False (and nothing written) if a cancel was requested."""
+        """Mark a step running, fenced; False (and nothing written) if a cancel was requested.
+
+        Raises ``StepRowMissing`` when ``step`` (not to be created) has no row.
+        """
         for name, value in fields.items():
             setattr(step, name, value)
         self._renew_if_due()
@@ -765,58 +973,40 @@ class Lease:
                     return False
                 step.save(force_insert=True)
             return True
-        ours = Exists(Job.objects.filter(pk=self.job.pk, lease_token=self.token, cancel_requested=False))
-        if JobStep.objects.filter(ours, pk=step.pk).update(**fields):
+        if self._update_step(step, fields, start=True):
             return True
         if self.cancel_requested():  # raises LeaseLost when that was the reason
             return False
-        raise self._lost()
+        raise StepRowMissing(step.step_id)
 
     def cancel_requested(self) -> bool:
-        """Renew the lease and say whether an operator asked to cancel."""
-        row = Job.objects.filter(pk=self.job.pk, lease_token=self.token).values_list(
-            "cancel_requested", flat=True
-        )
-        requested = row.first()
-        if requested is None:
-            raise LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
-        return requested
+        """Whether an operator asked to cancel; raises ``LeaseLost`` when the job is no longer ours."""
+        quote = connection.ops.quote_name
+
+        def statement() -> str:
+            return (
+                f"SELECT {quote('cancel_requested')} FROM {sql.table(connection, Job)} "
+                f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s"
+            )
+
+        with sql.cursor(connection) as cursor:
+            cursor.execute(sql.kept(connection, ("cancel_requested",), statement), [self.job.pk, self.token])
+            row = cursor.fetchone()
+        if row is None:
+            raise self._lost()
+        return bool(row[0])
 
     def save_step(self, step: JobStep, **fields: Any) -> None:
         """Checkpoint a step row; one statement, fenced by the lease token."""
         for name, value in fields.items():
             setattr(step, name, value)
-        ours = Exists(Job.objects.filter(pk=self.job.pk, lease_token=self.token))
-        if not JobStep.objects.filter(ours, pk=step.pk).update(**fields):
+        if not self._update_step(step, fields):
             raise self._lost()
-
-    def _finish_in_one_statement(self, fields: dict[str, Any], log_line: str) -> None:
-        """PostgreSQL: the fenced outcome and its log line in one ``WITH … UPDATE … INSERT``."""
-        query = UpdateQuery(Job)
-        values = {
-            "locked_by": "",
-            "locked_at": None,
-            "lease_token": "",
-            "updated_at": timezone.now(),
-            **fields,
-        }
-        query.add_update_values(values)
-        query.add_q(Q(pk=self.job.pk, lease_token=self.token))
-        update_sql, update_params = query.get_compiler(connection=connection).as_sql()
-        log_table = connection.ops.quote_name(JobLog._meta.db_table)
-        sql = (
-            f"WITH finished AS ({update_sql} RETURNING id) "
-            f"INSERT INTO {log_table} (job_id, at, line) SELECT id, %s, %s FROM finished RETURNING job_id"
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*update_params, timezone.now(), clean_log_line(log_line)])
-            if cursor.fetchone() is None:
-                raise self._lost()
 
     def log(self, line: Any) -> None:
         with transaction.atomic():
             self.renew()
-            JobLog.objects.create(job_id=self.job.pk, line=clean_log_line(line))
+            append_log(self.job.pk, line)
 
     def finish(
         self,
@@ -829,18 +1019,34 @@ class Lease:
         status = fields["status"]
         due_at = fields.get("next_run_at")
         due_now = status in DUE_STATUSES and due_at is not None and due_at <= timezone.now()
+        update, params = self._update_job(
+            {"locked_by": "", "locked_at": None, "lease_token": "", "updated_at": timezone.now(), **fields}
+        )
+        steps = list(steps)
         if connection.vendor == "postgresql" and log_line and not (steps or trim or due_now):
-            self._finish_in_one_statement(fields, log_line)  # the common case: a job done
-            changed_to(self.job, self.job.status, status, fields)
-            return
-        with transaction.atomic():
-            self.renew(locked_by="", locked_at=None, lease_token="", **fields)
-            for step in steps:
-                JobStep.objects.filter(pk=step.pk).update(state=step.state, detail=step.detail)
-            if log_line:
-                JobLog.objects.create(job_id=self.job.pk, line=clean_log_line(log_line))
-            if trim:
-                trim_log(self.job.pk)
-            if due_now:
-                notify_due(self.job.queue)
+            # The common case, a job done: its outcome and its log line in one statement.
+            quote = connection.ops.quote_name
+            statement = (
+                f"WITH finished AS ({update} RETURNING {quote('id')}) "
+                f"INSERT INTO {sql.table(connection, JobLog)} (job_id, at, line) "
+                f"SELECT id, %s, %s FROM finished RETURNING job_id"
+            )
+            with sql.cursor(connection) as cursor:
+                cursor.execute(statement, [*params, timezone.now(), clean_log_line(log_line)])
+                if cursor.fetchone() is None:
+                    raise self._lost()
+        else:
+            with transaction.atomic():
+                for step in steps:  # while the job is still ours: the update below gives it up
+                    self._update_step(step, {"state": step.state, "detail": step.detail})
+                with sql.cursor(connection) as cursor:
+                    cursor.execute(update, params)
+                    if not cursor.rowcount:
+                        raise self._lost()
+                if log_line:
+                    append_log(self.job.pk, log_line)
+                if trim:
+                    trim_log(self.job.pk)
+                if due_now:
+                    notify_due(self.job.queue)
         changed_to(self.job, self.job.status, status, fields)

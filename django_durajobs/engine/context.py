@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from ..errors import JobError, LeaseLost
 from ..models import Job, JobStep
-from ..registry import name_problem
+from ..registry import JobKind, name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
-from ..store import children_wait_reason, database_trouble, enqueue, open_children
+from ..store import StepRowMissing, children_wait_reason, database_trouble, enqueue, open_children
 from .describe import children_summary
 from .redact import describe_exception, shown_text
 from .values import to_json
@@ -96,8 +96,9 @@ def _normalise_actions(actions: Any) -> list[dict[str, Any]] | None:
 class JobContext:
     """Passed to a kind's ``run(job, ctx)`` and ``revert(job, ctx)``."""
 
-    def __init__(self, lease: Lease, *, reverting: bool) -> None:
+    def __init__(self, lease: Lease, kind: JobKind, *, reverting: bool) -> None:
         self._lease = lease
+        self.kind = kind
         self.job: Job = lease.job
         self.reverting = reverting
         self.phase = Phase.REVERT if reverting else Phase.RUN
@@ -105,19 +106,35 @@ class JobContext:
         self.resume_action: str | None = self.job.resume_action or None
         self.resume_data: Any = self.job.resume_data
         self.logged = False  # whether this run wrote log lines (the log may need trimming)
+        self._steps_from_rows = False  # whether self.steps was read from the database
+
+    @cached_property
+    def first_run(self) -> bool:
+        """Whether this is the job's first claim: the claim set both timestamps to its own time."""
+        return self.job.started_at == self.job.updated_at
 
     @cached_property
     def steps(self) -> dict[str, JobStep]:
-        """This phase's checkpoints, read when the run first meets a step (a job without steps never)."""
+        """This phase's checkpoints, as of when the run first meets a step (a job without steps never).
+
+        On a first run nothing but the enqueue has written them, so they are the kind's declared
+        steps, all pending, and need not be read.
+        """
+        if self.first_run and not self._steps_from_rows:
+            declared = self.kind.steps if self.phase == Phase.RUN else ()
+            return {
+                step_id: JobStep(
+                    job_id=self.job.pk, phase=self.phase, position=position, step_id=step_id, title=title
+                )
+                for position, (step_id, title) in enumerate(declared)
+            }
+        self._steps_from_rows = True
         rows = JobStep.objects.filter(job_id=self.job.pk, phase=self.phase).order_by("position")
         return {step.step_id: step for step in rows}
 
     def steps_marked_by_an_earlier_run(self) -> list[JobStep]:
-        """The checkpoints, when an earlier run may have marked one (a first run reads nothing)."""
-        first_run = self.job.started_at == self.job.updated_at  # both set to the claim's time
-        if first_run and "steps" not in self.__dict__:
-            return []
-        return list(self.steps.values())
+        """The checkpoints, when an earlier run may have marked one (a first run has none)."""
+        return [] if self.first_run else list(self.steps.values())
 
     @property
     def attempt(self) -> int:
@@ -152,15 +169,23 @@ class JobContext:
                 title=shown_text(title or step_id, 255),
             )
             self.steps[step_id] = step
-        started = self._lease.start_step(
-            step,
-            create=create,
-            state=StepState.RUNNING,
-            started_at=timezone.now(),
-            ended_at=None,
-            detail="",
-            error="",
-        )
+        try:
+            started = self._lease.start_step(
+                step,
+                create=create,
+                state=StepState.RUNNING,
+                started_at=timezone.now(),
+                ended_at=None,
+                detail="",
+                error="",
+            )
+        except StepRowMissing:
+            if self._steps_from_rows:
+                raise LeaseLost(f"Step {step_id!r} of job {self.job.pk} has no row.") from None
+            # The kind's declaration changed since this job was enqueued: go by its rows instead.
+            self._steps_from_rows = True
+            del self.steps
+            return self.step(step_id, fn, title=title, atomic=atomic)
         if not started and not self.reverting:  # a step boundary is where a cancel request is seen
             raise CancelInterrupt()
         what = f"The result of step {step_id!r}"

@@ -48,9 +48,10 @@ def execute(lease: Lease) -> str | None:
     logger.info(
         "Job %s (%s) %s on %s", job.pk, job.kind, "reverting" if reverting else "started", lease.worker_id
     )
-    ctx = JobContext(lease, reverting=reverting)
+    kind = get_kind(job.kind)
+    ctx = JobContext(lease, kind, reverting=reverting)
     try:
-        outcome = _perform(get_kind(job.kind), ctx)
+        outcome = _perform(kind, ctx)
     except LeaseLost as lost:
         logger.warning("Job %s abandoned: %s", job.pk, lost)
         return None
