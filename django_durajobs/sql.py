@@ -9,12 +9,14 @@ what the ORM would write and read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
 
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.utils import CursorWrapper
 from django.db.models import Model
 from django.db.models.sql import UpdateQuery
 
@@ -28,10 +30,18 @@ _made: dict[tuple, Any] = {}
 #: caller that puts varying expressions in a statement.
 MAX_KEPT = 2000
 
+#: Django's "%s" placeholders (not "%%s") as sqlite3 takes them.
+_FORMAT_PLACEHOLDER = re.compile(r"(?<!%)%s")
 
-def kept(connection: BaseDatabaseWrapper, key: tuple, make: Callable[[], T]) -> T:
+
+def database() -> BaseDatabaseWrapper:
+    """This thread's default connection (``django.db.connection`` looks it up on every attribute)."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def kept(db: BaseDatabaseWrapper, key: tuple, make: Callable[[], T]) -> T:
     """``make()`` the first time ``key`` is asked for on this database, the kept value after."""
-    full_key = (connection.alias, connection.vendor, *key)
+    full_key = (db.alias, db.vendor, *key)
     try:
         return _made[full_key]
     except KeyError:
@@ -41,25 +51,66 @@ def kept(connection: BaseDatabaseWrapper, key: tuple, make: Callable[[], T]) -> 
         return value
 
 
-def cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
-    """A cursor for these statements: Django's own, except that on PostgreSQL with psycopg 3 it
-    binds parameters on the server and prepares each statement (``PREPARED_STATEMENTS``).
+@dataclass(frozen=True)
+class Statement:
+    """One statement's text: as Django's cursors take it, and as the driver itself takes it."""
 
-    The server then plans a statement once per connection instead of once per job. Django
-    itself prepares nothing by default, for the sake of poolers in transaction mode; only these
-    statements are prepared, not the ORM's nor a job's own queries.
+    text: str
+    native: str
+
+
+def statement(db: BaseDatabaseWrapper, key: tuple, make: Callable[[], str]) -> Statement:
+    """The kept ``Statement`` that ``make()`` writes (with Django's ``%s`` placeholders)."""
+
+    def made() -> Statement:
+        text = make()
+        native = _FORMAT_PLACEHOLDER.sub("?", text).replace("%%", "%") if db.vendor == "sqlite" else text
+        return Statement(text, native)
+
+    return kept(db, ("statement", *key), made)
+
+
+@dataclass
+class Result:
+    rowcount: int
+    rows: list[tuple]
+
+
+def run(db: BaseDatabaseWrapper, statement: Statement, params: Sequence[Any]) -> Result:
+    """Execute ``statement``: the number of rows it changed and the rows it returned.
+
+    Straight on the driver's cursor, with Django's error translation, unless someone watches
+    the queries (``DEBUG``, ``CaptureQueriesContext``, an execute wrapper): then through
+    Django's own cursor, so they see these statements too. On PostgreSQL with psycopg 3 the
+    parameters are bound on the server and the statement is prepared (``PREPARED_STATEMENTS``):
+    the server plans it once per connection instead of once per job. Django itself prepares
+    nothing by default, for the sake of poolers in transaction mode; only these statements
+    are prepared, not the ORM's nor a job's own queries.
     """
-    wrapper = connection.cursor()
-    if (
-        connection.vendor == "postgresql"
-        and connection.Database.__name__ == "psycopg"
-        and get_setting("PREPARED_STATEMENTS")
-    ):
-        raw = connection.connection
-        if raw.prepare_threshold is None:  # Django's default: psycopg would then prepare nothing
-            raw.prepare_threshold = NOT_BY_COUNT
-        wrapper.cursor = _preparing_cursor(connection.Database)(raw)
-    return wrapper
+    preparing = db.vendor == "postgresql" and db.Database.__name__ == "psycopg" and get_setting(
+        "PREPARED_STATEMENTS"
+    )
+    native = db.vendor == "sqlite" or preparing
+    if not native or db.queries_logged or db.execute_wrappers:
+        with db.cursor() as cursor:
+            if preparing:
+                cursor.cursor = _preparing_cursor(db)
+            cursor.execute(statement.text, params)
+            return Result(cursor.rowcount, cursor.fetchall() if cursor.description else [])
+    if db.connection is None:
+        db.ensure_connection()
+    db.validate_no_broken_transaction()
+    with db.wrap_database_errors:
+        cursor = _preparing_cursor(db) if preparing else db.connection.cursor()
+        cursor.execute(statement.native, params)
+        return Result(cursor.rowcount, cursor.fetchall() if cursor.description else [])
+
+
+def _preparing_cursor(db: BaseDatabaseWrapper) -> Any:
+    raw = db.connection
+    if raw.prepare_threshold is None:  # Django's default: psycopg would then prepare nothing
+        raw.prepare_threshold = NOT_BY_COUNT
+    return _preparing_cursor_class(db.Database)(raw)
 
 
 #: A ``prepare_threshold`` that no count of runs reaches: psycopg prepares only what is
@@ -68,7 +119,7 @@ NOT_BY_COUNT = 2**62
 
 
 @cache
-def _preparing_cursor(psycopg: Any) -> type:
+def _preparing_cursor_class(psycopg: Any) -> type:
     class PreparingCursor(psycopg.Cursor):
         """Prepares what it executes, however ``prepare_threshold`` is set."""
 
@@ -78,86 +129,118 @@ def _preparing_cursor(psycopg: Any) -> type:
     return PreparingCursor
 
 
-def quote(connection: BaseDatabaseWrapper, name: str) -> str:
-    return connection.ops.quote_name(name)
+# Names and values ------------------------------------------------------------------------------
 
 
-def table(connection: BaseDatabaseWrapper, model: type[Model]) -> str:
-    return quote(connection, model._meta.db_table)
+def table(db: BaseDatabaseWrapper, model: type[Model]) -> str:
+    return db.ops.quote_name(model._meta.db_table)
 
 
-def columns(connection: BaseDatabaseWrapper, model: type[Model]) -> str:
+def columns(db: BaseDatabaseWrapper, model: type[Model]) -> str:
     """Every column of ``model``, in the order ``read_rows`` expects them."""
-    return kept(
-        connection,
-        ("columns", model._meta.label),
-        lambda: ", ".join(quote(connection, field.column) for field in model._meta.concrete_fields),
-    )
+    return ", ".join(db.ops.quote_name(field.column) for field in model._meta.concrete_fields)
 
 
-def column(connection: BaseDatabaseWrapper, model: type[Model], name: str) -> str:
-    return quote(connection, model._meta.get_field(name).column)
+#: Fields whose value, when it is already a str, an int, a bool or None, goes to the driver as it is.
+_PLAIN = frozenset(
+    {
+        "AutoField",
+        "BigAutoField",
+        "BigIntegerField",
+        "BooleanField",
+        "CharField",
+        "IntegerField",
+        "PositiveIntegerField",
+        "PositiveSmallIntegerField",
+        "SmallIntegerField",
+        "TextField",
+    }
+)
+_AS_IS = (str, int, type(None))
 
 
-def prepared(connection: BaseDatabaseWrapper, model: type[Model], name: str, value: Any) -> Any:
+def _preparer(model: type[Model], name: str) -> Callable[[Any, BaseDatabaseWrapper], Any]:
+    field = model._meta.get_field(name)
+    target = field.target_field if field.is_relation else field
+    if target.get_internal_type() in _PLAIN and not field.is_relation:
+
+        def prepare(value: Any, db: BaseDatabaseWrapper) -> Any:
+            if type(value) in _AS_IS or value is True or value is False:
+                return value
+            return field.get_db_prep_save(value, connection=db)
+
+        return prepare
+    return lambda value, db: field.get_db_prep_save(value, connection=db)
+
+
+def prepared(db: BaseDatabaseWrapper, model: type[Model], name: str, value: Any) -> Any:
     """``value`` for field ``name`` as the driver takes it (JSON adapted, datetimes as the backend stores them)."""
-    return model._meta.get_field(name).get_db_prep_save(value, connection=connection)
+    return kept(db, ("prepare", model._meta.label, name), lambda: _preparer(model, name))(value, db)
 
 
-def prepared_datetime(connection: BaseDatabaseWrapper, value: Any) -> Any:
-    return connection.ops.adapt_datetimefield_value(value)
+def prepared_datetime(db: BaseDatabaseWrapper, value: Any) -> Any:
+    return db.ops.adapt_datetimefield_value(value)
 
 
-def _converters(connection: BaseDatabaseWrapper, model: type[Model]) -> list[tuple[int, list, Any]]:
+def _converters(db: BaseDatabaseWrapper, model: type[Model]) -> list[tuple[int, list, Any]]:
     table_name = model._meta.db_table
     found = []
     for index, field in enumerate(model._meta.concrete_fields):
         col = field.get_col(table_name)
-        functions = connection.ops.get_db_converters(col) + field.get_db_converters(connection)
+        functions = db.ops.get_db_converters(col) + field.get_db_converters(db)
         if functions:
             found.append((index, functions, col))
     return found
 
 
-def read_rows(connection: BaseDatabaseWrapper, model: type[M], rows: Iterable[Sequence[Any]]) -> list[M]:
+def read_rows(db: BaseDatabaseWrapper, model: type[M], rows: Iterable[Sequence[Any]]) -> list[M]:
     """Model instances from rows of ``columns(model)``, converted as a queryset would convert them."""
-    converters = kept(connection, ("converters", model._meta.label), lambda: _converters(connection, model))
+    converters = kept(db, ("converters", model._meta.label), lambda: _converters(db, model))
     instances = []
     for row in rows:
         values = list(row)
         for index, functions, col in converters:
             value = values[index]
             for function in functions:
-                value = function(value, col, connection)
+                value = function(value, col, db)
             values[index] = value
-        instances.append(model.from_db(connection.alias, None, values))
+        instances.append(model.from_db(db.alias, None, values))
     return instances
 
 
-def _set_clause(
-    connection: BaseDatabaseWrapper, model: type[Model], shape: tuple[tuple[str, Any], ...]
-) -> tuple[str, list[tuple[str, Any]]]:
-    """``"a" = %s, "b" = <expression>`` and, per placeholder, the field name or the expression's
-    own constant parameter."""
+# UPDATE … SET ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Assignments:
+    """The ``SET`` list for one shape of values, and what fills each of its placeholders."""
+
+    sql: str
+    #: Per placeholder: the name of the field whose value goes there and how to prepare it, or
+    #: None and a constant parameter of an expression.
+    slots: tuple[tuple[str | None, Any], ...]
+
+
+def _assignments(db: BaseDatabaseWrapper, model: type[Model], shape: tuple[tuple[str, Any], ...]) -> Assignments:
     query = UpdateQuery(model)
-    compiler = query.get_compiler(connection=connection)
+    compiler = query.get_compiler(connection=db)
     parts: list[str] = []
-    slots: list[tuple[str, Any]] = []
+    slots: list[tuple[str | None, Any]] = []
     for name, expression in shape:
-        target = quote(connection, model._meta.get_field(name).column)
+        target = db.ops.quote_name(model._meta.get_field(name).column)
         if expression is None:
             parts.append(f"{target} = %s")
-            slots.append(("value", name))
+            slots.append((name, kept(db, ("prepare", model._meta.label, name), lambda: _preparer(model, name))))
             continue
         resolved = expression.resolve_expression(query, allow_joins=False, for_save=True)
         sql, params = compiler.compile(resolved)
         parts.append(f"{target} = {sql}")
-        slots.extend(("constant", param) for param in params)
-    return ", ".join(parts), slots
+        slots.extend((None, param) for param in params)
+    return Assignments(", ".join(parts), tuple(slots))
 
 
-def set_clause(connection: BaseDatabaseWrapper, model: type[Model], values: dict[str, Any]) -> tuple[str, list]:
-    """The ``SET`` list of an ``UPDATE`` of ``model`` to ``values`` and its parameters.
+def assignments(db: BaseDatabaseWrapper, model: type[Model], values: dict[str, Any]) -> tuple[Assignments, list]:
+    """The ``SET`` list of an ``UPDATE`` of ``model`` to ``values``, and its parameters.
 
     ``values`` holds plain values, prepared as their fields prepare them, or constant
     expressions (``F("attempt") - 1``, a database function), compiled once.
@@ -165,8 +248,6 @@ def set_clause(connection: BaseDatabaseWrapper, model: type[Model], values: dict
     shape = tuple(
         (name, value if hasattr(value, "resolve_expression") else None) for name, value in values.items()
     )
-    sql, slots = kept(connection, ("set", model._meta.label, shape), lambda: _set_clause(connection, model, shape))
-    params = [
-        prepared(connection, model, ref, values[ref]) if kind == "value" else ref for kind, ref in slots
-    ]
-    return sql, params
+    made = kept(db, ("set", model._meta.label, shape), lambda: _assignments(db, model, shape))
+    params = [fill if name is None else fill(values[name], db) for name, fill in made.slots]
+    return made, params

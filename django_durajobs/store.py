@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import socket
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, DateTimeField, Exists, F, Func, OuterRef, Q
 from django.db.models.functions import Coalesce, Greatest
 from django.db.models.sql import InsertQuery, UpdateQuery
@@ -59,20 +61,20 @@ class DatabaseNow(Func):
         return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')", []
 
 
-def database_now_sql() -> str:
+def database_now_sql(db: BaseDatabaseWrapper) -> str:
     """``DatabaseNow()`` as SQL text for this database."""
 
     def compiled() -> str:
-        compiler = Job.objects.none().query.get_compiler(connection=connection)
+        compiler = Job.objects.none().query.get_compiler(connection=db)
         return compiler.compile(DatabaseNow())[0]
 
-    return sql.kept(connection, ("now",), compiled)
+    return sql.kept(db, ("now",), compiled)
 
 
 def database_now() -> datetime:
     """The database server's current time, as an aware datetime."""
-    with sql.cursor(connection) as cursor:
-        cursor.execute(f"SELECT {database_now_sql()}", [])
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {database_now_sql(connection)}", [])
         raw = cursor.fetchone()[0]
     if isinstance(raw, str):
         raw = datetime.fromisoformat(raw)
@@ -83,7 +85,7 @@ def database_now() -> datetime:
 NO_FLUSH = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
 
 
-def no_flush() -> str:
+def no_flush(db: BaseDatabaseWrapper) -> str:
     """``NO_FLUSH`` where a statement that marks work as taken or under way may use it, else "".
 
     On PostgreSQL, outside a transaction, a claim and a step marked running commit without
@@ -95,13 +97,13 @@ def no_flush() -> str:
     disk, and so makes everything committed before it durable too. Inside a transaction the
     setting would cover the caller's own writes: there the statement waits as usual.
     """
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+    if db.vendor == "postgresql" and not db.in_atomic_block:
         return NO_FLUSH
     return ""
 
 
 def new_token() -> str:
-    return uuid.uuid4().hex
+    return secrets.token_hex(16)
 
 
 def worker_prefix(name: str | None = None) -> str:
@@ -152,15 +154,13 @@ def database_trouble(exc: BaseException) -> bool:
 
 def append_log(job_id: int, line: Any) -> None:
     """Store one redacted, shortened log line (unfenced: a worker's lease fences it by other means)."""
-    quote = connection.ops.quote_name
+    db = sql.database()
 
-    def statement() -> str:
-        columns = ", ".join(quote(name) for name in ("job_id", "at", "line"))
-        return f"INSERT INTO {sql.table(connection, JobLog)} ({columns}) VALUES (%s, %s, %s)"
+    def insert() -> str:
+        return f"INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) VALUES (%s, %s, %s)"
 
-    params = [job_id, sql.prepared_datetime(connection, timezone.now()), clean_log_line(line)]
-    with sql.cursor(connection) as cursor:
-        cursor.execute(sql.kept(connection, ("log",), statement), params)
+    params = [job_id, sql.prepared_datetime(db, timezone.now()), clean_log_line(line)]
+    sql.run(db, sql.statement(db, ("log",), insert), params)
 
 
 def clean_log_line(line: Any) -> str:
@@ -347,8 +347,9 @@ def _insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
     due_queues = sorted(
         {row["queue"] for row in rows if row["status"] == Status.QUEUED and row["next_run_at"] <= now}
     )
-    if connection.vendor == "postgresql":
-        return _insert_in_one_statement(definition, rows, now, due_queues)
+    db = sql.database()
+    if db.vendor == "postgresql":
+        return _insert_in_one_statement(db, definition, rows, now, due_queues)
     jobs = [Job(**row) for row in rows]
     with transaction.atomic():
         if connection.features.can_return_rows_from_bulk_insert:
@@ -394,7 +395,7 @@ ENQUEUED_COLUMNS = (
 class InsertStatement:
     """PostgreSQL: what ``_insert_in_one_statement`` runs, made once per database."""
 
-    sql: str
+    statement: sql.Statement
     #: Per column no enqueue sets: True for a timestamp that takes the enqueue's time, else
     #: False and the field's default, prepared for the driver.
     fixed: tuple[tuple[bool, Any], ...]
@@ -403,21 +404,21 @@ class InsertStatement:
     positions: dict[str, int]
 
     @classmethod
-    def make(cls) -> InsertStatement:
+    def make(cls, db: BaseDatabaseWrapper) -> InsertStatement:
         fields = [field for field in Job._meta.concrete_fields if not field.primary_key]
         by_attname = {field.attname: field for field in fields}
         varying = [by_attname[attname] for attname in ENQUEUED_COLUMNS]
         fixed = [field for field in fields if field.attname not in ENQUEUED_COLUMNS]
         template = Job()
-        quote = connection.ops.quote_name
+        quote = db.ops.quote_name
 
         def fixed_value(field) -> tuple[bool, Any]:
             if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
                 return True, None
-            return False, field.get_db_prep_save(getattr(template, field.attname), connection)
+            return False, field.get_db_prep_save(getattr(template, field.attname), db)
 
         def array_type(field) -> str:  # the subject arrives as JSON text
-            return "text" if field.attname == "subject" else field.db_type(connection).split("(")[0]
+            return "text" if field.attname == "subject" else field.db_type(db).split("(")[0]
 
         def unnested(field) -> str:
             value = f"u.{quote(field.attname)}"
@@ -426,15 +427,15 @@ class InsertStatement:
         names = ", ".join(quote(field.attname) for field in varying)
         statement = (
             f"WITH new_jobs AS ("
-            f"INSERT INTO {sql.table(connection, Job)} "
+            f"INSERT INTO {sql.table(db, Job)} "
             f"({', '.join(quote(field.column) for field in varying + fixed)}) "
             f"SELECT {', '.join(unnested(field) for field in varying)}, "
-            f"{', '.join(f'%s::{field.db_type(connection)}' for field in fixed)} "
+            f"{', '.join(f'%s::{field.db_type(db)}' for field in fixed)} "
             f"FROM unnest({', '.join(f'%s::{array_type(field)}[]' for field in varying)}) "
             f"WITH ORDINALITY AS u({names}, durajobs_order) ORDER BY durajobs_order "
             f"RETURNING {quote('id')}), "
             f"new_steps AS ("
-            f"INSERT INTO {sql.table(connection, JobStep)} (job_id, phase, position, step_id, title, state, detail, error) "
+            f"INSERT INTO {sql.table(db, JobStep)} (job_id, phase, position, step_id, title, state, detail, error) "
             f"SELECT new_jobs.id, %s, step.position, step.step_id, step.title, %s, '', '' FROM new_jobs, "
             f"unnest(%s::integer[], %s::text[], %s::text[]) AS step(position, step_id, title)) "
             f"SELECT array_agg(id ORDER BY id), "
@@ -442,7 +443,7 @@ class InsertStatement:
             f"FROM new_jobs"
         )
         return cls(
-            sql=statement,
+            statement=sql.Statement(statement, statement),
             fixed=tuple(fixed_value(field) for field in fixed),
             defaults=tuple(getattr(template, field.attname) for field in Job._meta.concrete_fields),
             positions={field.attname: index for index, field in enumerate(Job._meta.concrete_fields)},
@@ -450,14 +451,14 @@ class InsertStatement:
 
 
 def _insert_in_one_statement(
-    definition: JobKind, rows: list[dict[str, Any]], now: datetime, due_queues: list[str]
+    db: BaseDatabaseWrapper, definition: JobKind, rows: list[dict[str, Any]], now: datetime, due_queues: list[str]
 ) -> list[Job]:
     """PostgreSQL: the jobs, their declared steps and the wake-up NOTIFY in one statement.
 
     Every column arrives as one array (``unnest``), so the statement is the same text for one
     job or a thousand. The rows are inserted in order, so the new ids, ascending, are theirs.
     """
-    statement = sql.kept(connection, ("enqueue",), InsertStatement.make)
+    statement = sql.kept(db, ("enqueue",), lambda: InsertStatement.make(db))
     columns = [[row[attname] for row in rows] for attname in ENQUEUED_COLUMNS]
     columns[ENQUEUED_COLUMNS.index("subject")] = [json.dumps(row["subject"]) for row in rows]
     step_ids = [step_id for step_id, _title in definition.steps]
@@ -473,9 +474,7 @@ def _insert_in_one_statement(
         NOTIFY_CHANNEL,
         due_queues,
     ]
-    with sql.cursor(connection) as cursor:
-        cursor.execute(statement.sql, params)
-        ids = cursor.fetchone()[0]
+    [(ids, _woken)] = sql.run(db, statement.statement, params).rows
     positions = statement.positions
     jobs = []
     for pk, row in zip(ids, rows):
@@ -484,7 +483,7 @@ def _insert_in_one_statement(
         values[positions["created_at"]] = values[positions["updated_at"]] = now
         for attname, value in row.items():
             values[positions[attname]] = value
-        jobs.append(Job.from_db(connection.alias, None, values))
+        jobs.append(Job.from_db(db.alias, None, values))
     return jobs
 
 
@@ -576,6 +575,8 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     workers pass over each other; SQLite, which locks the whole database, uses an update that
     is conditional on the status the candidate was read with.
     """
+    db = sql.database()
+    queues = tuple(queues or ())
     token = new_token()
     # Pending reverts (an operator asked for them; they are few) are looked for first at most
     # every REVERT_LOOKUP_SECONDS, and whenever nothing is queued. One status at a time, so the
@@ -585,14 +586,14 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     if reverts_first:
         _next_revert_lookup = time.monotonic() + REVERT_LOOKUP_SECONDS
     for status in (Status.REVERTING, Status.QUEUED) if reverts_first else (Status.QUEUED, Status.REVERTING):
-        job = _claim_one(status, queues, worker_id, token)
+        job = _claim_one(db, status, queues, worker_id, token)
         if job is not None:
             break
     else:
         return None
     if job.status == Status.RUNNING:
         changed_to(job, Status.QUEUED, Status.RUNNING)
-    return Lease(job, worker_id, token)
+    return Lease(job, worker_id, token, queues)
 
 
 REVERT_LOOKUP_SECONDS = 1.0
@@ -602,11 +603,13 @@ _next_revert_lookup = 0.0
 CLAIM_RETURNING = frozenset({"postgresql", "sqlite"})
 
 
-def _claim_one(status: str, queues: Iterable[str] | None, worker_id: str, token: str) -> Job | None:
-    if connection.vendor in CLAIM_RETURNING:
-        return _claim_returning(status, queues, worker_id, token)
+def _claim_one(
+    db: BaseDatabaseWrapper, status: str, queues: tuple[str, ...], worker_id: str, token: str
+) -> Job | None:
+    if db.vendor in CLAIM_RETURNING:
+        return _claim_returning(db, status, queues, worker_id, token)
     candidates = _due(status, queues)
-    if connection.features.has_select_for_update_skip_locked:
+    if db.features.has_select_for_update_skip_locked:
         with transaction.atomic():
             job = candidates.select_for_update(skip_locked=True).first()
             return job if job is not None and _take(job, worker_id, token) else None
@@ -617,31 +620,25 @@ def _claim_one(status: str, queues: Iterable[str] | None, worker_id: str, token:
     return None
 
 
-def _claim_returning(status: str, queues: Iterable[str] | None, worker_id: str, token: str) -> Job | None:
+def _claim_returning(
+    db: BaseDatabaseWrapper, status: str, queues: tuple[str, ...], worker_id: str, token: str
+) -> Job | None:
     """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING …`` (on PostgreSQL the subquery locks
     with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip."""
     kinds = known_kinds()
-    queues = list(queues or ())
     if not kinds:
         return None
-    flush = no_flush()
-    statement = sql.kept(
-        connection,
-        ("claim", status, len(kinds), len(queues), flush),
-        lambda: _claim_sql(status, len(kinds), len(queues), flush),
-    )
-    now = sql.prepared_datetime(connection, timezone.now())
-    taking = [Status.RUNNING, now] if status == Status.QUEUED else []
-    params = [*taking, worker_id, token, now, status, *kinds, now, *queues, status]
-    with sql.cursor(connection) as cursor:
-        cursor.execute(statement, params)
-        rows = cursor.fetchall()
-    return sql.read_rows(connection, Job, rows)[0] if rows else None
+    flush = no_flush(db)
+    shape = (status, len(kinds), len(queues), flush)
+    statement = sql.statement(db, ("claim", *shape), lambda: _claim_sql(db, *shape))
+    rows = sql.run(db, statement, _claim_params(db, status, kinds, queues, worker_id, token)).rows
+    return sql.read_rows(db, Job, rows)[0] if rows else None
 
 
-def _claim_sql(status: str, kinds: int, queues: int, flush: str) -> str:
-    quote = connection.ops.quote_name
-    table = sql.table(connection, Job)
+def _claim_sql(db: BaseDatabaseWrapper, status: str, kinds: int, queues: int, flush: str, only_if: str = "") -> str:
+    """The claim's ``UPDATE``; ``only_if`` is one more condition on the job it picks."""
+    quote = db.ops.quote_name
+    table = sql.table(db, Job)
     status_, locked_by, next_run_at = quote("status"), quote("locked_by"), quote("next_run_at")
     taking = (
         f"{status_} = %s, {quote('attempt')} = {quote('attempt')} + 1, "
@@ -650,18 +647,26 @@ def _claim_sql(status: str, kinds: int, queues: int, flush: str) -> str:
         else ""
     )
     in_queues = f" AND {quote('queue')} IN ({', '.join(['%s'] * queues)})" if queues else ""
-    lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    lock = " FOR UPDATE SKIP LOCKED" if db.vendor == "postgresql" else ""
     pick = (
         f"SELECT {quote('id')} FROM {table} WHERE {status_} = %s AND {locked_by} = '' "
-        f"AND {quote('kind')} IN ({', '.join(['%s'] * kinds)}) AND {next_run_at} <= %s{in_queues} "
+        f"AND {quote('kind')} IN ({', '.join(['%s'] * kinds)}) AND {next_run_at} <= %s{in_queues}{only_if} "
         f"ORDER BY {quote('priority')} DESC, {next_run_at} ASC, {quote('id')} ASC LIMIT 1{lock}"
     )
     return (
-        f"UPDATE {table} SET {taking}{locked_by} = %s, {quote('locked_at')} = {database_now_sql()}, "
+        f"UPDATE {table} SET {taking}{locked_by} = %s, {quote('locked_at')} = {database_now_sql(db)}, "
         f"{quote('lease_token')} = %s, {quote('updated_at')} = %s "
         f"WHERE {quote('id')} = ({pick}) AND {status_} = %s AND {locked_by} = ''{flush} "
-        f"RETURNING {sql.columns(connection, Job)}"
+        f"RETURNING {sql.columns(db, Job)}"
     )
+
+
+def _claim_params(
+    db: BaseDatabaseWrapper, status: str, kinds: list[str], queues: tuple[str, ...], worker_id: str, token: str
+) -> list[Any]:
+    now = sql.prepared_datetime(db, timezone.now())
+    taking = [Status.RUNNING, now] if status == Status.QUEUED else []
+    return [*taking, worker_id, token, now, status, *kinds, now, *queues, status]
 
 
 def _take(job: Job, worker_id: str, token: str) -> bool:
@@ -799,7 +804,7 @@ NOTIFY_CHANNEL = "durajobs"
 def notify_due(queue: str) -> None:
     """Tell idle PostgreSQL workers a job of ``queue`` is due (delivered when the transaction commits)."""
     if connection.vendor == "postgresql":
-        with sql.cursor(connection) as cursor:
+        with connection.cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
 
 
@@ -900,57 +905,62 @@ class Lease:
     the job instead of overwriting its new owner's work.
     """
 
-    def __init__(self, job: Job, worker_id: str, token: str) -> None:
+    def __init__(self, job: Job, worker_id: str, token: str, queues: tuple[str, ...] = ()) -> None:
         self.job = job
         self.worker_id = worker_id
         self.token = token
+        self.queues = queues  # what it was claimed from; a successor is claimed from them too
+        #: The worker's next job, when giving this one up claimed it too (``finish(then_claim=…)``).
+        self.successor: Lease | None = None
         self._renewed = time.monotonic()
 
     def _lost(self) -> LeaseLost:
         return LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
 
-    def _update_job(self, values: dict[str, Any]) -> tuple[str, list[Any]]:
+    def _update_job(self, db: BaseDatabaseWrapper, values: dict[str, Any]) -> tuple[sql.Statement, list[Any]]:
         """The fenced ``UPDATE`` of the job to ``values``, and its parameters."""
-        set_sql, params = sql.set_clause(connection, Job, values)
-        quote = connection.ops.quote_name
-        statement = (
-            f"UPDATE {sql.table(connection, Job)} SET {set_sql} "
-            f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s"
-        )
-        return statement, [*params, self.job.pk, self.token]
+        assignments, params = sql.assignments(db, Job, values)
 
-    def _update_step(self, step: JobStep, fields: dict[str, Any], *, start: bool = False) -> int:
-        """Write ``fields`` to ``step`` if the job is still ours; a start also needs no cancel request.
+        def update() -> str:
+            quote = db.ops.quote_name
+            return (
+                f"UPDATE {sql.table(db, Job)} SET {assignments.sql} "
+                f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s"
+            )
+
+        return sql.statement(db, ("update job", assignments), update), [*params, self.job.pk, self.token]
+
+    def _update_step(self, db: BaseDatabaseWrapper, step: JobStep, fields: dict[str, Any], *, start: bool = False) -> int:
+        """Write ``fields`` to ``step`` if the job is still ours; a start also needs no cancel request
+        (and, outside a transaction, need not wait for the disk: see ``no_flush``).
 
         The step is found by job, phase and step id, so a step taken from its kind's
         declaration (``JobContext.steps``) needs no id. Returns the number of rows changed.
         """
-        set_sql, params = sql.set_clause(connection, JobStep, fields)
-        quote = connection.ops.quote_name
-        not_cancelled = f" AND {quote('cancel_requested')} = %s" if start else ""
-        statement = (
-            f"UPDATE {sql.table(connection, JobStep)} SET {set_sql} "
-            f"WHERE {quote('job_id')} = %s AND {quote('phase')} = %s AND {quote('step_id')} = %s "
-            f"AND EXISTS (SELECT 1 FROM {sql.table(connection, Job)} "
-            f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s{not_cancelled})"
-            f"{no_flush() if start else ''}"
-        )
+        assignments, params = sql.assignments(db, JobStep, fields)
+        flush = no_flush(db) if start else ""
+
+        def update() -> str:
+            quote = db.ops.quote_name
+            not_cancelled = f" AND {quote('cancel_requested')} = %s" if start else ""
+            return (
+                f"UPDATE {sql.table(db, JobStep)} SET {assignments.sql} "
+                f"WHERE {quote('job_id')} = %s AND {quote('phase')} = %s AND {quote('step_id')} = %s "
+                f"AND EXISTS (SELECT 1 FROM {sql.table(db, Job)} "
+                f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s{not_cancelled}){flush}"
+            )
+
         params += [self.job.pk, step.phase, step.step_id, self.job.pk, self.token]
         if start:
             params.append(False)
-        with sql.cursor(connection) as cursor:
-            cursor.execute(statement, params)
-            return cursor.rowcount
-
-    def _fenced(self, **fields: Any) -> int:
-        statement, params = self._update_job({"locked_at": DatabaseNow(), "updated_at": timezone.now(), **fields})
-        with sql.cursor(connection) as cursor:
-            cursor.execute(statement, params)
-            return cursor.rowcount
+        statement = sql.statement(db, ("update step", assignments, start, flush), update)
+        return sql.run(db, statement, params).rowcount
 
     def renew(self, **fields: Any) -> None:
         """Heartbeat (and optionally set progress/eta); raises ``LeaseLost`` when no longer ours."""
-        if not self._fenced(**fields):
+        db = sql.database()
+        update, params = self._update_job(db, {"locked_at": DatabaseNow(), "updated_at": timezone.now(), **fields})
+        if not sql.run(db, update, params).rowcount:
             raise self._lost()
         self._renewed = time.monotonic()
 
@@ -973,7 +983,7 @@ class Lease:
                     return False
                 step.save(force_insert=True)
             return True
-        if self._update_step(step, fields, start=True):
+        if self._update_step(sql.database(), step, fields, start=True):
             return True
         if self.cancel_requested():  # raises LeaseLost when that was the reason
             return False
@@ -981,26 +991,25 @@ class Lease:
 
     def cancel_requested(self) -> bool:
         """Whether an operator asked to cancel; raises ``LeaseLost`` when the job is no longer ours."""
-        quote = connection.ops.quote_name
+        db = sql.database()
 
-        def statement() -> str:
+        def select() -> str:
+            quote = db.ops.quote_name
             return (
-                f"SELECT {quote('cancel_requested')} FROM {sql.table(connection, Job)} "
+                f"SELECT {quote('cancel_requested')} FROM {sql.table(db, Job)} "
                 f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s"
             )
 
-        with sql.cursor(connection) as cursor:
-            cursor.execute(sql.kept(connection, ("cancel_requested",), statement), [self.job.pk, self.token])
-            row = cursor.fetchone()
-        if row is None:
+        rows = sql.run(db, sql.statement(db, ("cancel requested",), select), [self.job.pk, self.token]).rows
+        if not rows:
             raise self._lost()
-        return bool(row[0])
+        return bool(rows[0][0])
 
     def save_step(self, step: JobStep, **fields: Any) -> None:
         """Checkpoint a step row; one statement, fenced by the lease token."""
         for name, value in fields.items():
             setattr(step, name, value)
-        if not self._update_step(step, fields):
+        if not self._update_step(sql.database(), step, fields):
             raise self._lost()
 
     def log(self, line: Any) -> None:
@@ -1014,39 +1023,65 @@ class Lease:
         steps: Iterable[JobStep] = (),
         log_line: str | None = None,
         trim: bool = True,
+        then_claim: Callable[[], bool] | None = None,
     ) -> None:
-        """Apply the run's outcome and give the job up, fenced: nothing is written if it is no longer ours."""
+        """Apply the run's outcome and give the job up, fenced: nothing is written if it is no longer ours.
+
+        When ``then_claim()`` says so, the same statement (or transaction) also claims this
+        worker's next queued job, as ``successor``: a worker that keeps busy pays one round trip
+        per job for claiming and finishing, not two. Not when pending reverts are due to be
+        looked for: ``claim()`` looks for those first.
+        """
+        db = sql.database()
         status = fields["status"]
         due_at = fields.get("next_run_at")
         due_now = status in DUE_STATUSES and due_at is not None and due_at <= timezone.now()
         update, params = self._update_job(
-            {"locked_by": "", "locked_at": None, "lease_token": "", "updated_at": timezone.now(), **fields}
+            db, {"locked_by": "", "locked_at": None, "lease_token": "", "updated_at": timezone.now(), **fields}
         )
         steps = list(steps)
-        if connection.vendor == "postgresql" and log_line and not (steps or trim or due_now):
-            # The common case, a job done: its outcome and its log line in one statement.
-            quote = connection.ops.quote_name
-            statement = (
-                f"WITH finished AS ({update} RETURNING {quote('id')}) "
-                f"INSERT INTO {sql.table(connection, JobLog)} (job_id, at, line) "
-                f"SELECT id, %s, %s FROM finished RETURNING job_id"
-            )
-            with sql.cursor(connection) as cursor:
-                cursor.execute(statement, [*params, timezone.now(), clean_log_line(log_line)])
-                if cursor.fetchone() is None:
-                    raise self._lost()
+        kinds = known_kinds()
+        claiming = bool(then_claim and then_claim() and kinds and time.monotonic() < _next_revert_lookup)
+        token = new_token() if claiming else ""
+        if db.vendor == "postgresql" and log_line and not (steps or trim or due_now):
+            # The common case, a job done: its outcome, its log line and the next claim in one statement.
+            shape = (update, len(kinds), len(self.queues)) if claiming else (update,)
+            statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
+            params += [timezone.now(), clean_log_line(log_line)]
+            if claiming:
+                params += _claim_params(db, Status.QUEUED, kinds, self.queues, self.worker_id, token)
+            rows = sql.run(db, statement, params).rows
+            if not rows:
+                raise self._lost()
+            successor = sql.read_rows(db, Job, rows)[0] if claiming and rows[0][0] is not None else None
         else:
             with transaction.atomic():
                 for step in steps:  # while the job is still ours: the update below gives it up
-                    self._update_step(step, {"state": step.state, "detail": step.detail})
-                with sql.cursor(connection) as cursor:
-                    cursor.execute(update, params)
-                    if not cursor.rowcount:
-                        raise self._lost()
+                    self._update_step(db, step, {"state": step.state, "detail": step.detail})
+                if not sql.run(db, update, params).rowcount:
+                    raise self._lost()
                 if log_line:
                     append_log(self.job.pk, log_line)
                 if trim:
                     trim_log(self.job.pk)
                 if due_now:
                     notify_due(self.job.queue)
+                successor = _claim_one(db, Status.QUEUED, self.queues, self.worker_id, token) if claiming else None
+        if successor is not None:
+            self.successor = Lease(successor, self.worker_id, token, self.queues)
         changed_to(self.job, self.job.status, status, fields)
+        if successor is not None:
+            changed_to(successor, Status.QUEUED, Status.RUNNING)
+
+    @staticmethod
+    def _finish_sql(db: BaseDatabaseWrapper, update: sql.Statement, kinds: int = 0, queues: int = 0) -> str:
+        """PostgreSQL: ``update`` (the fenced outcome), its log line and, with ``kinds``, the next claim."""
+        quote = db.ops.quote_name
+        finished = (
+            f"WITH finished AS ({update.text} RETURNING {quote('id')}), "
+            f"logged AS (INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) SELECT id, %s, %s FROM finished)"
+        )
+        if not kinds:
+            return f"{finished} SELECT id FROM finished"
+        claim = _claim_sql(db, Status.QUEUED, kinds, queues, "", only_if=" AND EXISTS (SELECT 1 FROM finished)")
+        return f"{finished}, claimed AS ({claim}) SELECT claimed.* FROM finished LEFT JOIN claimed ON true"

@@ -131,36 +131,48 @@ class Worker:
     # Job threads -------------------------------------------------------------------------------
 
     def _run_jobs(self) -> None:
-        while not self.stopping.is_set():
-            lease = self._with_database(self._claim)
+        lease = None
+        while lease is not None or not self.stopping.is_set():
+            self._with_database(refresh_connection)
+            if lease is None:
+                lease = self._with_database(self._claim)
             if lease is None:
                 if self.options.burst and not self._with_database(wake_due_waits):
                     return
                 self.wake.wait(self.options.poll_interval)
                 self.wake.clear()
                 continue
-            self._run(lease)
+            lease = self._run(lease)
 
     def _claim(self) -> store.Lease | None:
-        refresh_connection()
         return store.claim(self.worker_id, self.options.queues)
 
-    def _run(self, lease: store.Lease) -> None:
+    def _keeps_claiming(self) -> bool:
+        return not self.stopping.is_set()
+
+    def _run(self, lease: store.Lease) -> store.Lease | None:
+        """Run one job; returns the next one when finishing it claimed that too."""
         me = threading.get_ident()
         with self._lock:
             self._held[me] = lease
         try:
-            execute(lease)
+            execute(lease, then_claim=self._keeps_claiming)
         except Exception as exc:
             with self._lock:
-                self._to_release.append(lease)  # given back as soon as the database answers
+                self._held.pop(me, None)
+                # Given back as soon as the database answers, with the next job if it was claimed.
+                self._to_release += [held for held in (lease, lease.successor) if held is not None]
             if not store.database_trouble(exc):
                 raise
             logger.error("Job %s interrupted: the database connection was lost (%s)", lease.job.pk, exc)
             connection.close()
-        finally:
-            with self._lock:
+            return None
+        with self._lock:
+            if lease.successor is None:
                 self._held.pop(me, None)
+            else:
+                self._held[me] = lease.successor
+        return lease.successor
 
     # Housekeeping ------------------------------------------------------------------------------
 

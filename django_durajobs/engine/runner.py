@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -37,11 +38,13 @@ class Outcome:
     steps: list[JobStep] = field(default_factory=list)
 
 
-def execute(lease: Lease) -> str | None:
+def execute(lease: Lease, then_claim: Callable[[], bool] | None = None) -> str | None:
     """Run the leased job to its next state; returns that status, or None if the lease was lost.
 
     Losing the database is not the job's failure: the error propagates, and the job goes back
     to the queue once the database answers again (its worker releases it, or its lease expires).
+    ``then_claim`` is passed on to ``Lease.finish``: the worker's next job may come back as
+    ``lease.successor``.
     """
     job = lease.job
     reverting = job.status == Status.REVERTING
@@ -65,7 +68,7 @@ def execute(lease: Lease) -> str | None:
     # The log grows by a line a run; trimming it is needed only when this run wrote more.
     trim = ctx.logged or outcome.fields["status"] != Status.DONE
     try:
-        lease.finish(outcome.fields, outcome.steps, outcome.log_line, trim=trim)
+        lease.finish(outcome.fields, outcome.steps, outcome.log_line, trim=trim, then_claim=then_claim)
     except LeaseLost as lost:
         logger.warning("Job %s abandoned before recording its outcome: %s", job.pk, lost)
         return None
