@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
 
@@ -70,14 +71,20 @@ def statement(db: BaseDatabaseWrapper, key: tuple, make: Callable[[], str]) -> S
     return kept(db, ("statement", *key), made)
 
 
-@dataclass
-class Result:
-    rowcount: int
-    rows: list[tuple]
+def run(db: BaseDatabaseWrapper, statement: Statement, params: Sequence[Any]) -> int:
+    """Execute ``statement``; the number of rows it changed."""
+    return _execute(db, statement, params, lambda cursor: cursor.rowcount)
 
 
-def run(db: BaseDatabaseWrapper, statement: Statement, params: Sequence[Any]) -> Result:
-    """Execute ``statement``: the number of rows it changed and the rows it returned.
+def fetch(db: BaseDatabaseWrapper, statement: Statement, params: Sequence[Any]) -> list[tuple]:
+    """Execute ``statement``; the rows it returned."""
+    return _execute(db, statement, params, lambda cursor: cursor.fetchall())
+
+
+def _execute(
+    db: BaseDatabaseWrapper, statement: Statement, params: Sequence[Any], outcome: Callable[[Any], T]
+) -> T:
+    """Execute ``statement`` and take ``outcome(cursor)``.
 
     Straight on the driver's cursor, with Django's error translation, unless someone watches
     the queries (``DEBUG``, ``CaptureQueriesContext``, an execute wrapper): then through
@@ -90,20 +97,19 @@ def run(db: BaseDatabaseWrapper, statement: Statement, params: Sequence[Any]) ->
     preparing = db.vendor == "postgresql" and db.Database.__name__ == "psycopg" and get_setting(
         "PREPARED_STATEMENTS"
     )
-    native = db.vendor == "sqlite" or preparing
-    if not native or db.queries_logged or db.execute_wrappers:
+    if not (db.vendor == "sqlite" or preparing) or db.queries_logged or db.execute_wrappers:
         with db.cursor() as cursor:
             if preparing:
                 cursor.cursor = _preparing_cursor(db)
             cursor.execute(statement.text, params)
-            return Result(cursor.rowcount, cursor.fetchall() if cursor.description else [])
+            return outcome(cursor)
     if db.connection is None:
         db.ensure_connection()
     db.validate_no_broken_transaction()
     with db.wrap_database_errors:
         cursor = _preparing_cursor(db) if preparing else db.connection.cursor()
         cursor.execute(statement.native, params)
-        return Result(cursor.rowcount, cursor.fetchall() if cursor.description else [])
+        return outcome(cursor)
 
 
 def _preparing_cursor(db: BaseDatabaseWrapper) -> Any:
@@ -162,7 +168,8 @@ _AS_IS = (str, int, type(None))
 def _preparer(model: type[Model], name: str) -> Callable[[Any, BaseDatabaseWrapper], Any]:
     field = model._meta.get_field(name)
     target = field.target_field if field.is_relation else field
-    if target.get_internal_type() in _PLAIN and not field.is_relation:
+    internal_type = target.get_internal_type()
+    if internal_type in _PLAIN and not field.is_relation:
 
         def prepare(value: Any, db: BaseDatabaseWrapper) -> Any:
             if type(value) in _AS_IS or value is True or value is False:
@@ -170,6 +177,14 @@ def _preparer(model: type[Model], name: str) -> Callable[[Any, BaseDatabaseWrapp
             return field.get_db_prep_save(value, connection=db)
 
         return prepare
+    if internal_type == "DateTimeField":
+
+        def prepare_moment(value: Any, db: BaseDatabaseWrapper) -> Any:
+            if type(value) is datetime and value.tzinfo is not None:
+                return db.ops.adapt_datetimefield_value(value)
+            return field.get_db_prep_save(value, connection=db)
+
+        return prepare_moment
     return lambda value, db: field.get_db_prep_save(value, connection=db)
 
 

@@ -474,7 +474,7 @@ def _insert_in_one_statement(
         NOTIFY_CHANNEL,
         due_queues,
     ]
-    [(ids, _woken)] = sql.run(db, statement.statement, params).rows
+    [(ids, _woken)] = sql.fetch(db, statement.statement, params)
     positions = statement.positions
     jobs = []
     for pk, row in zip(ids, rows):
@@ -631,7 +631,7 @@ def _claim_returning(
     flush = no_flush(db)
     shape = (status, len(kinds), len(queues), flush)
     statement = sql.statement(db, ("claim", *shape), lambda: _claim_sql(db, *shape))
-    rows = sql.run(db, statement, _claim_params(db, status, kinds, queues, worker_id, token)).rows
+    rows = sql.fetch(db, statement, _claim_params(db, status, kinds, queues, worker_id, token))
     return sql.read_rows(db, Job, rows)[0] if rows else None
 
 
@@ -954,13 +954,13 @@ class Lease:
         if start:
             params.append(False)
         statement = sql.statement(db, ("update step", assignments, start, flush), update)
-        return sql.run(db, statement, params).rowcount
+        return sql.run(db, statement, params)
 
     def renew(self, **fields: Any) -> None:
         """Heartbeat (and optionally set progress/eta); raises ``LeaseLost`` when no longer ours."""
         db = sql.database()
         update, params = self._update_job(db, {"locked_at": DatabaseNow(), "updated_at": timezone.now(), **fields})
-        if not sql.run(db, update, params).rowcount:
+        if not sql.run(db, update, params):
             raise self._lost()
         self._renewed = time.monotonic()
 
@@ -1000,7 +1000,7 @@ class Lease:
                 f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s"
             )
 
-        rows = sql.run(db, sql.statement(db, ("cancel requested",), select), [self.job.pk, self.token]).rows
+        rows = sql.fetch(db, sql.statement(db, ("cancel requested",), select), [self.job.pk, self.token])
         if not rows:
             raise self._lost()
         return bool(rows[0][0])
@@ -1050,7 +1050,7 @@ class Lease:
             params += [timezone.now(), clean_log_line(log_line)]
             if claiming:
                 params += _claim_params(db, Status.QUEUED, kinds, self.queues, self.worker_id, token)
-            rows = sql.run(db, statement, params).rows
+            rows = sql.fetch(db, statement, params)
             if not rows:
                 raise self._lost()
             successor = sql.read_rows(db, Job, rows)[0] if claiming and rows[0][0] is not None else None
@@ -1058,7 +1058,7 @@ class Lease:
             with transaction.atomic():
                 for step in steps:  # while the job is still ours: the update below gives it up
                     self._update_step(db, step, {"state": step.state, "detail": step.detail})
-                if not sql.run(db, update, params).rowcount:
+                if not sql.run(db, update, params):
                     raise self._lost()
                 if log_line:
                     append_log(self.job.pk, log_line)
