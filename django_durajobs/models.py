@@ -71,9 +71,7 @@ class Job(models.Model):
         _("waits for its children"), default=False, help_text=_("Woken when its last open child job settles.")
     )
 
-    idempotency_key = models.CharField(
-        _("idempotency key"), max_length=255, unique=True, null=True, blank=True
-    )
+    idempotency_key = models.CharField(_("idempotency key"), max_length=255, null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         verbose_name=_("created by"),
@@ -81,6 +79,7 @@ class Job(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        db_index=False,  # durajobs_created_by, which leaves out the jobs nobody created
     )
     actor_type = models.CharField(_("actor type"), max_length=20, default=ActorType.USER)
     group_id = models.CharField(_("group"), max_length=255, blank=True, default="")
@@ -93,6 +92,7 @@ class Job(models.Model):
         blank=True,
         on_delete=models.CASCADE,
         related_name="children",
+        db_index=False,  # durajobs_parent starts with it
     )
     external_ref = models.CharField(_("external reference"), max_length=255, blank=True, default="")
 
@@ -107,6 +107,8 @@ class Job(models.Model):
         verbose_name = _("job")
         verbose_name_plural = _("jobs")
         ordering = ["-created_at", "-id"]
+        # Every claim and outcome changes the status, so each writes an entry into every index:
+        # there are no more of them than the lookups need.
         indexes = [
             # What workers claim, in claim order, and timed waits to wake. Status leads, so
             # finished jobs, however many, are never scanned.
@@ -115,6 +117,14 @@ class Job(models.Model):
             models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
             models.Index(fields=["parent", "created_at"], name="durajobs_parent"),
             models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
+            # For deleting a user; jobs the system created are not in it.
+            models.Index(
+                fields=["created_by"], condition=models.Q(created_by__isnull=False), name="durajobs_created_by"
+            ),
+        ]
+        constraints = [
+            # A constraint rather than unique=True: no second index for LIKE on PostgreSQL.
+            models.UniqueConstraint(fields=["idempotency_key"], name="durajobs_idempotency_key"),
         ]
         permissions = [
             ("operate_job", _("Can resume, retry, pause and cancel jobs and answer their questions")),
@@ -173,7 +183,13 @@ class Job(models.Model):
 class JobStep(models.Model):
     """One checkpoint of a job's run (or of its revert, which has checkpoints of its own)."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps", verbose_name=_("job"))
+    job = models.ForeignKey(
+        Job,
+        on_delete=models.CASCADE,
+        related_name="steps",
+        verbose_name=_("job"),
+        db_index=False,  # durajobs_step_unique starts with it
+    )
     phase = models.CharField(_("phase"), max_length=10, choices=Phase.choices, default=Phase.RUN)
     position = models.PositiveIntegerField(_("position"))
     step_id = models.CharField(_("step"), max_length=100)

@@ -392,62 +392,78 @@ ENQUEUED_COLUMNS = (
 
 
 @dataclass(frozen=True)
-class InsertStatement:
-    """PostgreSQL: what ``_insert_in_one_statement`` runs, made once per database."""
+class NewJobLayout:
+    """PostgreSQL: how ``_insert_in_one_statement`` fills a new job's columns, made once per database."""
 
-    statement: sql.Statement
     #: Per column no enqueue sets: True for a timestamp that takes the enqueue's time, else
     #: False and the field's default, prepared for the driver.
     fixed: tuple[tuple[bool, Any], ...]
     #: A new job's values in field order, and where each field is in it.
     defaults: tuple[Any, ...]
     positions: dict[str, int]
+    #: The INSERT's column list (the fixed columns, then ENQUEUED_COLUMNS), what the fixed
+    #: values are cast to, and the array types the varying columns travel in.
+    column_list: str
+    fixed_casts: tuple[str, ...]
+    array_types: tuple[str, ...]
 
     @classmethod
-    def make(cls, db: BaseDatabaseWrapper) -> InsertStatement:
+    def make(cls, db: BaseDatabaseWrapper) -> NewJobLayout:
         fields = [field for field in Job._meta.concrete_fields if not field.primary_key]
         by_attname = {field.attname: field for field in fields}
         varying = [by_attname[attname] for attname in ENQUEUED_COLUMNS]
         fixed = [field for field in fields if field.attname not in ENQUEUED_COLUMNS]
         template = Job()
-        quote = db.ops.quote_name
 
         def fixed_value(field) -> tuple[bool, Any]:
             if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
                 return True, None
             return False, field.get_db_prep_save(getattr(template, field.attname), db)
 
-        def array_type(field) -> str:  # the subject arrives as JSON text
-            return "text" if field.attname == "subject" else field.db_type(db).split("(")[0]
-
-        def unnested(field) -> str:
-            value = f"u.{quote(field.attname)}"
-            return f"{value}::jsonb" if field.attname == "subject" else value
-
-        names = ", ".join(quote(field.attname) for field in varying)
-        statement = (
-            f"WITH new_jobs AS ("
-            f"INSERT INTO {sql.table(db, Job)} "
-            f"({', '.join(quote(field.column) for field in varying + fixed)}) "
-            f"SELECT {', '.join(unnested(field) for field in varying)}, "
-            f"{', '.join(f'%s::{field.db_type(db)}' for field in fixed)} "
-            f"FROM unnest({', '.join(f'%s::{array_type(field)}[]' for field in varying)}) "
-            f"WITH ORDINALITY AS u({names}, durajobs_order) ORDER BY durajobs_order "
-            f"RETURNING {quote('id')}), "
-            f"new_steps AS ("
-            f"INSERT INTO {sql.table(db, JobStep)} (job_id, phase, position, step_id, title, state, detail, error) "
-            f"SELECT new_jobs.id, %s, step.position, step.step_id, step.title, %s, '', '' FROM new_jobs, "
-            f"unnest(%s::integer[], %s::text[], %s::text[]) AS step(position, step_id, title)) "
-            f"SELECT array_agg(id ORDER BY id), "
-            f"(SELECT count(*) FROM (SELECT pg_notify(%s, queue) FROM unnest(%s::text[]) AS queue) AS woken) "
-            f"FROM new_jobs"
-        )
         return cls(
-            statement=sql.Statement(statement, statement),
             fixed=tuple(fixed_value(field) for field in fixed),
             defaults=tuple(getattr(template, field.attname) for field in Job._meta.concrete_fields),
             positions={field.attname: index for index, field in enumerate(Job._meta.concrete_fields)},
+            column_list=", ".join(db.ops.quote_name(field.column) for field in fixed + varying),
+            fixed_casts=tuple(field.db_type(db) for field in fixed),
+            # The subject arrives as JSON text; arrays take no length (varchar[], not varchar(100)[]).
+            array_types=tuple(
+                "text" if field.attname == "subject" else field.db_type(db).split("(")[0] for field in varying
+            ),
         )
+
+
+def _insert_sql(db: BaseDatabaseWrapper, layout: NewJobLayout, many: bool, steps: int, notifies: int) -> str:
+    """PostgreSQL: insert jobs (one as values, many as arrays of their columns), each with
+    ``steps`` declared steps, and send ``notifies`` wake-ups; returns the new ids, ascending."""
+    quote = db.ops.quote_name
+    fixed = ", ".join(f"%s::{cast}" for cast in layout.fixed_casts)
+    if many:
+        names = ", ".join(quote(attname) for attname in ENQUEUED_COLUMNS)
+        unnested = ", ".join(
+            f"u.{quote(attname)}::jsonb" if attname == "subject" else f"u.{quote(attname)}"
+            for attname in ENQUEUED_COLUMNS
+        )
+        arrays = ", ".join(f"%s::{array_type}[]" for array_type in layout.array_types)
+        rows = (
+            f"SELECT {fixed}, {unnested} FROM unnest({arrays}) "
+            f"WITH ORDINALITY AS u({names}, durajobs_order) ORDER BY durajobs_order"
+        )
+    else:
+        varying = ", ".join("%s::jsonb" if attname == "subject" else "%s" for attname in ENQUEUED_COLUMNS)
+        rows = f"VALUES ({fixed}, {varying})"
+    statement = (
+        f"WITH new_jobs AS (INSERT INTO {sql.table(db, Job)} ({layout.column_list}) {rows} RETURNING {quote('id')})"
+    )
+    if steps:
+        declared = ", ".join(["(%s::integer, %s, %s)"] * steps)
+        statement += (
+            f", new_steps AS (INSERT INTO {sql.table(db, JobStep)} "
+            f"(job_id, phase, position, step_id, title, state, detail, error) "
+            f"SELECT new_jobs.id, %s, step.position, step.step_id, step.title, %s, '', '' "
+            f"FROM new_jobs, (VALUES {declared}) AS step(position, step_id, title))"
+        )
+    return f"{statement} SELECT array_agg(id ORDER BY id){', pg_notify(%s, %s)' * notifies} FROM new_jobs"
 
 
 def _insert_in_one_statement(
@@ -455,30 +471,31 @@ def _insert_in_one_statement(
 ) -> list[Job]:
     """PostgreSQL: the jobs, their declared steps and the wake-up NOTIFY in one statement.
 
-    Every column arrives as one array (``unnest``), so the statement is the same text for one
-    job or a thousand. The rows are inserted in order, so the new ids, ascending, are theirs.
+    Many jobs travel as one array per column (``unnest``), inserted in order, so the new ids,
+    ascending, are theirs in that order.
     """
-    statement = sql.kept(db, ("enqueue",), lambda: InsertStatement.make(db))
-    columns = [[row[attname] for row in rows] for attname in ENQUEUED_COLUMNS]
-    columns[ENQUEUED_COLUMNS.index("subject")] = [json.dumps(row["subject"]) for row in rows]
-    step_ids = [step_id for step_id, _title in definition.steps]
-    titles = [title for _step_id, title in definition.steps]
-    params = [
-        *(now if stamped else value for stamped, value in statement.fixed),
-        *columns,
-        Phase.RUN,
-        StepState.PENDING,
-        list(range(len(step_ids))),
-        step_ids,
-        titles,
-        NOTIFY_CHANNEL,
-        due_queues,
-    ]
-    [(ids, _woken)] = sql.fetch(db, statement.statement, params)
-    positions = statement.positions
+    layout = sql.kept(db, ("new job layout",), lambda: NewJobLayout.make(db))
+    shape = (len(rows) > 1, len(definition.steps), len(due_queues))
+    statement = sql.statement(db, ("enqueue", *shape), lambda: _insert_sql(db, layout, *shape))
+    params = [now if stamped else value for stamped, value in layout.fixed]
+    if len(rows) > 1:
+        columns = [[row[attname] for row in rows] for attname in ENQUEUED_COLUMNS]
+        columns[ENQUEUED_COLUMNS.index("subject")] = [json.dumps(row["subject"]) for row in rows]
+        params += columns
+    else:
+        [row] = rows
+        params += [json.dumps(row["subject"]) if attname == "subject" else row[attname] for attname in ENQUEUED_COLUMNS]
+    if definition.steps:
+        params += [Phase.RUN, StepState.PENDING]
+        for position, (step_id, title) in enumerate(definition.steps):
+            params += [position, step_id, title]
+    for queue in due_queues:
+        params += [NOTIFY_CHANNEL, queue]
+    [(ids, *_woken)] = sql.fetch(db, statement, params)
+    positions = layout.positions
     jobs = []
     for pk, row in zip(ids, rows):
-        values = list(statement.defaults)
+        values = list(layout.defaults)
         values[positions["id"]] = pk
         values[positions["created_at"]] = values[positions["updated_at"]] = now
         for attname, value in row.items():
