@@ -14,12 +14,16 @@ job_changed = Signal()
 
 
 def announce_change(job_id: int, previous_status: str | None, status: str, using: str | None = None) -> None:
-    """Send ``job_changed`` once the current transaction commits (at once outside one)."""
+    """Send ``job_changed`` once the current transaction commits (at once outside one).
+
+    Only if it has receivers now: they connect at start-up, and a worker changes jobs all the time.
+    """
     from .models import Job
 
+    if not job_changed.has_listeners(Job):
+        return
+
     def send() -> None:
-        if not job_changed.has_listeners(Job):
-            return
         job = Job.objects.filter(pk=job_id).first()
         if job is None:
             return

@@ -196,8 +196,7 @@ def _optional_text(value: Any, name: str, max_length: int = 255) -> str:
     return check_text(text, name)
 
 
-def _run_at(run_at: datetime | timedelta | None) -> datetime:
-    now = timezone.now()
+def _run_at(run_at: datetime | timedelta | None, now: datetime) -> datetime:
     if run_at is None:
         return now
     if isinstance(run_at, timedelta):
@@ -248,6 +247,7 @@ def enqueue(
     """
     definition, fields = _checked_fields(
         kind,
+        timezone.now(),
         subject=subject,
         idempotency_key=idempotency_key,
         created_by=created_by,
@@ -291,7 +291,8 @@ def enqueue_many(kind: str | JobKind, specs: Iterable[dict[str, Any]]) -> list[t
 
     >>> enqueue_many("send_invoice", [{"subject": {"invoice": n}} for n in range(1000)])
     """
-    checked = [_checked_fields(kind, **spec) for spec in specs]
+    now = timezone.now()  # jobs enqueued together without a run_at are due together
+    checked = [_checked_fields(kind, now, **spec) for spec in specs]
     if not checked:
         return []
     definition = checked[0][0]
@@ -398,14 +399,16 @@ class NewJobLayout:
     #: Per column no enqueue sets: True for a timestamp that takes the enqueue's time, else
     #: False and the field's default, prepared for the driver.
     fixed: tuple[tuple[bool, Any], ...]
+    fixed_columns: str
+    fixed_casts: tuple[str, ...]
+    #: Per column of ENQUEUED_COLUMNS: its name, its type, and its type in an array (no length:
+    #: varchar[], not varchar(100)[]; the subject arrives as JSON text).
+    columns: dict[str, str]
+    casts: tuple[str, ...]
+    array_types: dict[str, str]
     #: A new job's values in field order, and where each field is in it.
     defaults: tuple[Any, ...]
     positions: dict[str, int]
-    #: The INSERT's column list (the fixed columns, then ENQUEUED_COLUMNS), what the fixed
-    #: values are cast to, and the array types the varying columns travel in.
-    column_list: str
-    fixed_casts: tuple[str, ...]
-    array_types: tuple[str, ...]
 
     @classmethod
     def make(cls, db: BaseDatabaseWrapper) -> NewJobLayout:
@@ -422,38 +425,43 @@ class NewJobLayout:
 
         return cls(
             fixed=tuple(fixed_value(field) for field in fixed),
+            fixed_columns=", ".join(db.ops.quote_name(field.column) for field in fixed),
+            fixed_casts=tuple(field.db_type(db) for field in fixed),
+            columns={field.attname: field.column for field in varying},
+            casts=tuple(field.db_type(db) for field in varying),
+            array_types={
+                field.attname: "text" if field.attname == "subject" else field.db_type(db).split("(")[0]
+                for field in varying
+            },
             defaults=tuple(getattr(template, field.attname) for field in Job._meta.concrete_fields),
             positions={field.attname: index for index, field in enumerate(Job._meta.concrete_fields)},
-            column_list=", ".join(db.ops.quote_name(field.column) for field in fixed + varying),
-            fixed_casts=tuple(field.db_type(db) for field in fixed),
-            # The subject arrives as JSON text; arrays take no length (varchar[], not varchar(100)[]).
-            array_types=tuple(
-                "text" if field.attname == "subject" else field.db_type(db).split("(")[0] for field in varying
-            ),
         )
 
 
-def _insert_sql(db: BaseDatabaseWrapper, layout: NewJobLayout, many: bool, steps: int, notifies: int) -> str:
-    """PostgreSQL: insert jobs (one as values, many as arrays of their columns), each with
-    ``steps`` declared steps, and send ``notifies`` wake-ups; returns the new ids, ascending."""
+def _insert_sql(
+    db: BaseDatabaseWrapper, layout: NewJobLayout, rows: int, arrays: tuple[str, ...], steps: int, notifies: int
+) -> str:
+    """PostgreSQL: insert ``rows`` jobs, each with ``steps`` declared steps, and send ``notifies``
+    wake-ups; returns the new ids, ascending.
+
+    The columns in ``arrays`` travel as one array each (``unnest``), the others as one value
+    for every job.
+    """
     quote = db.ops.quote_name
-    fixed = ", ".join(f"%s::{cast}" for cast in layout.fixed_casts)
-    if many:
-        names = ", ".join(quote(attname) for attname in ENQUEUED_COLUMNS)
-        unnested = ", ".join(
-            f"u.{quote(attname)}::jsonb" if attname == "subject" else f"u.{quote(attname)}"
-            for attname in ENQUEUED_COLUMNS
-        )
-        arrays = ", ".join(f"%s::{array_type}[]" for array_type in layout.array_types)
-        rows = (
-            f"SELECT {fixed}, {unnested} FROM unnest({arrays}) "
-            f"WITH ORDINALITY AS u({names}, durajobs_order) ORDER BY durajobs_order"
-        )
+    casts = dict(zip(ENQUEUED_COLUMNS, layout.casts))
+    scalars = [attname for attname in ENQUEUED_COLUMNS if attname not in arrays]
+    values = [f"%s::{cast}" for cast in layout.fixed_casts] + [f"%s::{casts[attname]}" for attname in scalars]
+    columns = f"{layout.fixed_columns}, {', '.join(quote(layout.columns[attname]) for attname in scalars + list(arrays))}"
+    if arrays:
+        values += [f"u.{quote(attname)}" + ("::jsonb" if attname == "subject" else "") for attname in arrays]
+        unnested = ", ".join(f"%s::{layout.array_types[attname]}[]" for attname in arrays)
+        names = ", ".join(quote(attname) for attname in arrays)
+        source = f" FROM unnest({unnested}) WITH ORDINALITY AS u({names}, durajobs_order) ORDER BY durajobs_order"
     else:
-        varying = ", ".join("%s::jsonb" if attname == "subject" else "%s" for attname in ENQUEUED_COLUMNS)
-        rows = f"VALUES ({fixed}, {varying})"
+        source = ""
     statement = (
-        f"WITH new_jobs AS (INSERT INTO {sql.table(db, Job)} ({layout.column_list}) {rows} RETURNING {quote('id')})"
+        f"WITH new_jobs AS (INSERT INTO {sql.table(db, Job)} ({columns}) "
+        f"SELECT {', '.join(values)}{source} RETURNING {quote('id')})"
     )
     if steps:
         declared = ", ".join(["(%s::integer, %s, %s)"] * steps)
@@ -471,20 +479,23 @@ def _insert_in_one_statement(
 ) -> list[Job]:
     """PostgreSQL: the jobs, their declared steps and the wake-up NOTIFY in one statement.
 
-    Many jobs travel as one array per column (``unnest``), inserted in order, so the new ids,
-    ascending, are theirs in that order.
+    A column that differs between the jobs travels as one array (``unnest``), the jobs inserted
+    in order, so the new ids, ascending, are theirs in that order; a column they share travels
+    as a single value.
     """
     layout = sql.kept(db, ("new job layout",), lambda: NewJobLayout.make(db))
-    shape = (len(rows) > 1, len(definition.steps), len(due_queues))
+    texts = [dict(row, subject=json.dumps(row["subject"])) for row in rows]
+    first = texts[0]
+    arrays = tuple(
+        attname
+        for attname in ENQUEUED_COLUMNS
+        if len(rows) > 1 and (attname == "subject" or any(row[attname] != first[attname] for row in texts))
+    )
+    shape = (len(rows) > 1, arrays, len(definition.steps), len(due_queues))
     statement = sql.statement(db, ("enqueue", *shape), lambda: _insert_sql(db, layout, *shape))
     params = [now if stamped else value for stamped, value in layout.fixed]
-    if len(rows) > 1:
-        columns = [[row[attname] for row in rows] for attname in ENQUEUED_COLUMNS]
-        columns[ENQUEUED_COLUMNS.index("subject")] = [json.dumps(row["subject"]) for row in rows]
-        params += columns
-    else:
-        [row] = rows
-        params += [json.dumps(row["subject"]) if attname == "subject" else row[attname] for attname in ENQUEUED_COLUMNS]
+    params += [first[attname] for attname in ENQUEUED_COLUMNS if attname not in arrays]
+    params += [[row[attname] for row in texts] for attname in arrays]
     if definition.steps:
         params += [Phase.RUN, StepState.PENDING]
         for position, (step_id, title) in enumerate(definition.steps):
@@ -506,6 +517,7 @@ def _insert_in_one_statement(
 
 def _checked_fields(
     kind: str | JobKind,
+    now: datetime,
     *,
     subject: Any = None,
     idempotency_key: str | None = None,
@@ -522,7 +534,7 @@ def _checked_fields(
     queue: str | None = None,
     priority: int | None = None,
 ) -> tuple[JobKind, dict[str, Any]]:
-    """The kind and the row's fields for an enqueue; ``JobError`` for anything that cannot be stored."""
+    """The kind and the row's fields for an enqueue at ``now``; ``JobError`` for anything that cannot be stored."""
     definition = kind if isinstance(kind, JobKind) else get_kind(kind)
     subject = to_json(
         {} if subject is None else subject, what="The subject", max_bytes=get_setting("MAX_SUBJECT_BYTES")
@@ -552,7 +564,7 @@ def _checked_fields(
         priority=definition.priority if priority is None else priority,
         max_attempts=max_attempts or definition.max_attempts,
         # A waiting job's next_run_at is when it wakes by itself: only if asked for.
-        next_run_at=_run_at(run_at) if status == Status.QUEUED or run_at is not None else None,
+        next_run_at=_run_at(run_at, now) if status == Status.QUEUED or run_at is not None else None,
         idempotency_key=key,
         created_by_id=getattr(created_by, "pk", created_by),
         actor_type=_optional_text(actor_type, "The actor type", 20) or Job.ActorType.USER,

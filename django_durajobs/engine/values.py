@@ -65,7 +65,8 @@ def to_json(value: Any, *, what: str, code: str = "invalid_input", max_bytes: in
     if max_bytes is not None and len(text) > max_bytes:
         raise JobError(code, f"{what} is {len(text):,} bytes as JSON; the limit is {max_bytes:,}.")
     decoded = json.loads(text)
-    unstorable = _find_unstorable(decoded)
+    # json.dumps writes every NUL and every surrogate as an escape: without one, all is storable.
+    unstorable = ("\\u0000" in text or "\\ud" in text) and _find_unstorable(decoded)
     if unstorable:
         raise JobError(code, f"{what} holds {unstorable[1]} at {unstorable[0]}, which cannot be stored.")
     return decoded
