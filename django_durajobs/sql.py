@@ -180,6 +180,8 @@ def _preparer(model: type[Model], name: str) -> Callable[[Any, BaseDatabaseWrapp
     if internal_type == "DateTimeField":
 
         def prepare_moment(value: Any, db: BaseDatabaseWrapper) -> Any:
+            if value is None:
+                return None
             if type(value) is datetime and value.tzinfo is not None:
                 return db.ops.adapt_datetimefield_value(value)
             return field.get_db_prep_save(value, connection=db)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from . import store
 from .conf import get_setting
@@ -298,13 +298,13 @@ def refresh_connection() -> None:
     Unlike a request, a worker does not reconnect for every job when ``CONN_MAX_AGE`` is 0, nor
     after a query that merely failed.
     """
-    if connection.connection is None:
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.connection is None:
         return
-    if connection.errors_occurred:
-        if not connection.is_usable():
-            connection.close()
+    if db.errors_occurred:
+        if not db.is_usable():
+            db.close()
             return
-        connection.errors_occurred = False
-    max_age = connection.settings_dict.get("CONN_MAX_AGE")
-    if max_age and connection.close_at is not None and time.monotonic() >= connection.close_at:
-        connection.close()
+        db.errors_occurred = False
+    if db.settings_dict.get("CONN_MAX_AGE") and db.close_at is not None and time.monotonic() >= db.close_at:
+        db.close()

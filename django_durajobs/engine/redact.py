@@ -55,7 +55,12 @@ def _normalise_key(key: object) -> str:
 
 
 def _sensitive_words() -> tuple[str, ...]:
-    return BUILTIN_KEYS + tuple(_normalise_key(key) for key in get_setting("REDACT_KEYS"))
+    return _words(tuple(get_setting("REDACT_KEYS")))
+
+
+@lru_cache(maxsize=8)
+def _words(extra_keys: tuple[Any, ...]) -> tuple[str, ...]:
+    return BUILTIN_KEYS + tuple(_normalise_key(key) for key in extra_keys)
 
 
 def is_sensitive_key(key: object, words: tuple[str, ...] | None = None) -> bool:
@@ -90,7 +95,13 @@ def redact_text(text: str) -> str:
     """``text`` with credentials replaced by ``[REDACTED]``."""
     if not text:
         return text
-    text = _key_value_pattern(_sensitive_words()).sub(
+    return _redacted_text(text, _sensitive_words())
+
+
+@lru_cache(maxsize=256)
+def _redacted_text(text: str, words: tuple[str, ...]) -> str:
+    """Kept for the lines that come again and again ("Done.", "Waiting: DNS record not visible yet")."""
+    text = _key_value_pattern(words).sub(
         lambda m: f"{m.group('key')}{m.group('sep')}{REDACTED}", text
     )
     for pattern, replacement in _TEXT_PATTERNS:
@@ -108,6 +119,8 @@ def shown_text(value: Any, limit: int | None = None) -> str:
 
 def redact(value: Any) -> Any:
     """A copy of a JSON-like value with secret-named keys masked and secrets in strings removed."""
+    if not isinstance(value, (dict, list, tuple, str)):
+        return value
     words = _sensitive_words()
 
     def walk(item: Any) -> Any:
