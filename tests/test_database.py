@@ -201,9 +201,11 @@ def postgresql_version() -> str:
     return versions[0]
 
 
-def restart_postgresql() -> None:
+def restart_postgresql(mode: str) -> None:
+    """``fast``: a clean restart. ``immediate``: as a crash, without flushing the write-ahead log,
+    so the commits that did not wait for the disk (claims, steps marked running) may be lost."""
     subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", postgresql_version(), "main", "restart"],
+        ["pg_ctlcluster", "--skip-systemctl-redirect", postgresql_version(), "main", "restart", "-m", mode],
         check=True,
         capture_output=True,
         timeout=120,
@@ -224,8 +226,10 @@ def postgresql_comes_back():
         subprocess.run(ready, capture_output=True)
 
 
-def test_workers_ride_out_a_postgresql_restart(db_vendor, runjobs, postgresql_comes_back):
-    """A restart mid-work: both workers live on, every job ends done, no finished step runs twice."""
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_workers_ride_out_a_postgresql_restart(db_vendor, runjobs, postgresql_comes_back, mode):
+    """A restart mid-work, clean or as a crash: both workers live on, every job ends done, no
+    finished step runs twice."""
     if db_vendor != "postgresql":
         pytest.skip("restarts the PostgreSQL server (pg_ctlcluster); the issue asks for PostgreSQL")
     if not shutil.which("pg_ctlcluster") or not os.path.isdir("/etc/postgresql"):
@@ -242,7 +246,7 @@ def test_workers_ride_out_a_postgresql_restart(db_vendor, runjobs, postgresql_co
     assert all(w.poll() is None for w in workers), "\n\n".join(log_tail(w) for w in workers)
     before_restart = statuses(job_ids)[Status.DONE]
 
-    restart_postgresql()
+    restart_postgresql(mode)
     connection.close()  # the test's own session was cut as well
 
     assert statuses(job_ids)[Status.DONE] < RESTART_JOBS, "the restart did not land in the middle of the work"

@@ -1,0 +1,286 @@
+"""The hot path: claim, checkpoint and finish as few kept statements, with the guarantees intact.
+
+- A finish can claim the worker's next job in the same statement; it never does when the job
+  was no longer ours, when the worker is stopping, or when pending reverts are due a look.
+- A first run takes its steps from the kind's declaration instead of reading them, and goes by
+  the rows when the declaration changed since the enqueue.
+- On PostgreSQL only claims and steps marked running skip waiting for the disk (the crash test
+  is ``test_database.test_workers_ride_out_a_postgresql_restart[immediate]``), and only these
+  statements are prepared.
+- Whoever watches the queries (``CaptureQueriesContext``, ``DEBUG``) sees these statements too.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+
+from django_durajobs import Job, JobStep, Status, drain, enqueue, enqueue_many, store
+from django_durajobs.engine.runner import execute
+from django_durajobs.registry import job, unregister
+from django_durajobs.signals import job_changed
+from django_durajobs.status import StepState
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def queue(request):
+    """A queue of this test's own, so that claims see only its jobs."""
+    return f"hot-{request.node.name}"[:100]
+
+
+@pytest.fixture
+def revert_lookup_not_due(monkeypatch):
+    """As just after a claim looked for pending reverts: a finish may then claim a successor."""
+    monkeypatch.setattr(store, "_next_revert_lookup", float("inf"))
+
+
+def claim_in(queue, worker_id="hot-worker"):
+    lease = store.claim(worker_id, queues=[queue])
+    assert lease is not None
+    return lease
+
+
+# Finishing and claiming the next job at once ---------------------------------------------------
+
+
+def test_a_finish_claims_the_most_urgent_next_job_of_the_same_queues(queue, revert_lookup_not_due):
+    first, _ = enqueue("states_basic", queue=queue)
+    later, _ = enqueue("states_basic", queue=queue)
+    urgent, _ = enqueue("states_basic", queue=queue, priority=10)
+    enqueue("states_basic", queue=f"{queue}-other", priority=100)
+    lease = claim_in(queue)
+    assert lease.job.pk == urgent.pk
+    changes = []
+
+    def record(sender, job, previous_status, status, **kwargs):
+        changes.append((job.pk, previous_status, status))
+
+    job_changed.connect(record)
+    try:
+        assert execute(lease, then_claim=lambda: True) == Status.DONE
+    finally:
+        job_changed.disconnect(record)
+
+    successor = lease.successor
+    assert successor is not None and successor.job.pk == first.pk
+    row = Job.objects.get(pk=first.pk)
+    assert (row.status, row.attempt, row.locked_by, row.lease_token) == (
+        Status.RUNNING,
+        1,
+        "hot-worker",
+        successor.token,
+    )
+    assert changes == [(urgent.pk, Status.RUNNING, Status.DONE), (first.pk, Status.QUEUED, Status.RUNNING)]
+    assert execute(successor, then_claim=lambda: True) == Status.DONE
+    assert successor.successor.job.pk == later.pk
+    assert execute(successor.successor, then_claim=lambda: True) == Status.DONE
+    assert successor.successor.successor is None  # nothing left in these queues
+
+
+def test_a_finish_claims_nothing_when_the_worker_stops_claiming(queue, revert_lookup_not_due):
+    enqueue("states_basic", queue=queue)
+    waiting, _ = enqueue("states_basic", queue=queue)
+    lease = claim_in(queue)
+
+    assert execute(lease, then_claim=lambda: False) == Status.DONE
+
+    assert lease.successor is None
+    assert Job.objects.get(pk=waiting.pk).status == Status.QUEUED
+
+
+def test_a_finish_whose_lease_was_lost_claims_nothing(queue, revert_lookup_not_due):
+    taken, _ = enqueue("states_basic", queue=queue)
+    untouched, _ = enqueue("states_basic", queue=queue)
+    stale = claim_in(queue)
+    Job.objects.filter(pk=taken.pk).update(lease_token="someone-else")
+
+    assert execute(stale, then_claim=lambda: True) is None
+
+    assert stale.successor is None
+    assert Job.objects.get(pk=untouched.pk).status == Status.QUEUED
+    assert Job.objects.get(pk=taken.pk).status == Status.RUNNING  # left to its new owner
+
+
+def test_a_finish_leaves_the_next_claim_to_claim_when_pending_reverts_are_due(queue, monkeypatch):
+    """A busy queue must not hide pending reverts: claim() looks for them first now and then."""
+    enqueue("states_basic", queue=queue)
+    waiting, _ = enqueue("states_basic", queue=queue)
+    lease = claim_in(queue)
+    monkeypatch.setattr(store, "_next_revert_lookup", 0.0)
+
+    assert execute(lease, then_claim=lambda: True) == Status.DONE
+
+    assert lease.successor is None
+    assert Job.objects.get(pk=waiting.pk).status == Status.QUEUED
+
+
+@job("hot_fails", title="Hot path: fails")
+def hot_fails(job, ctx):
+    raise ValueError("disk full")
+
+
+def test_a_failure_outcome_also_claims_the_next_job(queue, revert_lookup_not_due):
+    """Outcomes other than done take a transaction of several statements; the claim joins it."""
+    failing, _ = enqueue("hot_fails", queue=queue, priority=5)
+    following, _ = enqueue("states_basic", queue=queue)
+    lease = claim_in(queue)
+    assert lease.job.pk == failing.pk
+
+    assert execute(lease, then_claim=lambda: True) == Status.FAILED
+
+    assert lease.successor is not None and lease.successor.job.pk == following.pk
+    assert Job.objects.get(pk=following.pk).status == Status.RUNNING
+
+
+# Steps of a first run --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def redeclared():
+    """A kind that a test declares anew (as a new release would) between enqueue and run."""
+    name = "hot_redeclared"
+    ran: list[str] = []
+
+    def declare(steps):
+        unregister(name)
+
+        @job(name, steps=steps)
+        def run(job, ctx):
+            for step_id in steps:
+                ctx.step(step_id, lambda step_id=step_id: ran.append(step_id))
+
+    yield declare, ran
+    unregister(name)
+
+
+def steps_by_position(job_id):
+    return list(JobStep.objects.filter(job_id=job_id).order_by("position").values_list("step_id", "state"))
+
+
+def test_a_first_run_writes_its_declared_steps_without_reading_them(queue):
+    job_row, _ = enqueue("states_basic", queue=queue)
+    lease = claim_in(queue)
+
+    with CaptureQueriesContext(connection) as statements:
+        assert execute(lease) == Status.DONE
+
+    step_table = connection.ops.quote_name(JobStep._meta.db_table)
+    assert not [query for query in statements if query["sql"].startswith("SELECT") and step_table in query["sql"]]
+    assert all(state == StepState.DONE for _, state in steps_by_position(job_row.pk))
+
+
+def test_a_run_after_the_declaration_changed_goes_by_the_jobs_own_steps(redeclared, queue):
+    declare, ran = redeclared
+    declare(["fetch", "store"])
+    job_row, _ = enqueue("hot_redeclared", queue=queue)
+    declare(["fetch", "check", "store"])  # a release added a step meanwhile
+
+    assert execute(claim_in(queue)) == Status.DONE
+
+    assert ran == ["fetch", "check", "store"]
+    assert steps_by_position(job_row.pk) == [
+        ("fetch", StepState.DONE),
+        ("store", StepState.DONE),
+        ("check", StepState.DONE),  # appended when first met, after the steps the job had
+    ]
+
+
+def test_a_run_after_a_step_was_dropped_from_the_declaration_leaves_that_step_alone(redeclared, queue):
+    declare, ran = redeclared
+    declare(["fetch", "store"])
+    job_row, _ = enqueue("hot_redeclared", queue=queue)
+    declare(["store"])
+
+    assert execute(claim_in(queue)) == Status.DONE
+
+    assert ran == ["store"]
+    assert steps_by_position(job_row.pk) == [("fetch", StepState.PENDING), ("store", StepState.DONE)]
+
+
+# Waiting for the disk, and prepared statements (PostgreSQL) ------------------------------------
+
+
+def statements_of_a_run(queue):
+    enqueue("states_basic", queue=queue)  # two steps
+    with CaptureQueriesContext(connection) as captured:
+        drain()
+    return [query["sql"] for query in captured]
+
+
+def test_only_claims_and_steps_marked_running_skip_waiting_for_the_disk(db_vendor, queue):
+    if db_vendor != "postgresql":
+        pytest.skip("synchronous_commit is PostgreSQL's")
+    statements = statements_of_a_run(queue)
+    job_table, step_table = Job._meta.db_table, JobStep._meta.db_table
+
+    claims = [sql for sql in statements if sql.startswith(f'UPDATE "{job_table}" SET "status"')]
+    step_writes = [sql for sql in statements if sql.startswith(f'UPDATE "{step_table}"')]
+    finishes = [sql for sql in statements if sql.startswith("WITH finished")]
+    assert claims and finishes and len(step_writes) == 4  # two starts, two checkpoints
+    no_flush = "synchronous_commit"
+    assert all(no_flush in sql for sql in claims)
+    assert [no_flush in sql for sql in step_writes] == [True, False, True, False]
+    assert not any(no_flush in sql for sql in finishes)
+
+
+def test_statements_in_a_transaction_wait_for_the_disk(db_vendor, queue):
+    """Inside a caller's transaction the setting would cover the caller's own writes too."""
+    if db_vendor != "postgresql":
+        pytest.skip("synchronous_commit is PostgreSQL's")
+    from django.db import transaction
+
+    enqueue("states_basic", queue=queue)
+    with CaptureQueriesContext(connection) as captured, transaction.atomic():
+        drain()
+    assert not any("synchronous_commit" in query["sql"] for query in captured)
+
+
+def prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_only_the_hot_path_statements_are_prepared(db_vendor, queue):
+    if db_vendor != "postgresql" or connection.Database.__name__ != "psycopg":
+        pytest.skip("prepared statements are psycopg 3's, on PostgreSQL")
+    connection.close()  # a fresh session, with nothing prepared yet
+    for _ in range(10):
+        list(Job.objects.filter(queue=queue))  # the ORM's own queries: Django prepares none
+
+    enqueue_many("states_basic", [{"queue": queue} for _ in range(3)])
+    assert drain() == 3
+
+    prepared = prepared_statements()
+    job_table = Job._meta.db_table
+    assert any(sql.startswith(f'UPDATE "{job_table}" SET "status"') for sql in prepared)  # claims
+    assert any(sql.startswith("WITH finished") for sql in prepared)
+    assert not any(sql.startswith("SELECT") and f'"{job_table}"."queue"' in sql for sql in prepared)
+
+
+@override_settings(DURAJOBS={"PREPARED_STATEMENTS": False})
+def test_prepared_statements_can_be_turned_off_for_a_pooler(db_vendor, queue):
+    if db_vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's")
+    connection.close()
+    enqueue_many("states_basic", [{"queue": queue} for _ in range(3)])
+
+    assert drain() == 3
+
+    assert prepared_statements() == []
+    assert set(Job.objects.filter(queue=queue).values_list("status", flat=True)) == {Status.DONE}
+
+
+def test_watched_queries_see_the_hot_path(queue):
+    """CaptureQueriesContext (and DEBUG) see the claim, the checkpoints and the finish."""
+    statements = statements_of_a_run(queue)
+    job_table = connection.ops.quote_name(Job._meta.db_table)
+    step_table = connection.ops.quote_name(JobStep._meta.db_table)
+
+    assert sum(sql.startswith(f"UPDATE {step_table}") for sql in statements) == 4
+    finished = [sql for sql in statements if sql.startswith(("WITH finished", f"UPDATE {job_table}"))]
+    assert any('"locked_by" = ' in sql.replace("`", '"') for sql in finished)
