@@ -88,19 +88,17 @@ def _execute(
 
     Straight on the driver's cursor, with Django's error translation, unless someone watches
     the queries (``DEBUG``, ``CaptureQueriesContext``, an execute wrapper): then through
-    Django's own cursor, so they see these statements too. On PostgreSQL with psycopg 3 the
-    parameters are bound on the server and the statement is prepared (``PREPARED_STATEMENTS``):
-    the server plans it once per connection instead of once per job. Django itself prepares
-    nothing by default, for the sake of poolers in transaction mode; only these statements
-    are prepared, not the ORM's nor a job's own queries.
+    Django's own cursor, so they see these statements too. Unwatched, on PostgreSQL with
+    psycopg 3, the parameters are bound on the server and the statement is prepared
+    (``PREPARED_STATEMENTS``): the server plans it once per connection instead of once per job.
+    Django itself prepares nothing by default, for the sake of poolers in transaction mode; only
+    these statements are prepared, not the ORM's nor a job's own queries.
     """
     preparing = db.vendor == "postgresql" and db.Database.__name__ == "psycopg" and get_setting(
         "PREPARED_STATEMENTS"
     )
     if not (db.vendor == "sqlite" or preparing) or db.queries_logged or db.execute_wrappers:
         with db.cursor() as cursor:
-            if preparing:
-                cursor.cursor = _preparing_cursor(db)
             cursor.execute(statement.text, params)
             return outcome(cursor)
     if db.connection is None:

@@ -396,11 +396,10 @@ ENQUEUED_COLUMNS = (
 class NewJobLayout:
     """PostgreSQL: how ``_insert_in_one_statement`` fills a new job's columns, made once per database."""
 
-    #: Per column no enqueue sets: True for a timestamp that takes the enqueue's time, else
-    #: False and the field's default, prepared for the driver.
-    fixed: tuple[tuple[bool, Any], ...]
+    #: The columns no enqueue sets, and what goes into each: its default as an SQL literal, or
+    #: a placeholder for the enqueue's time.
     fixed_columns: str
-    fixed_casts: tuple[str, ...]
+    fixed_values: str
     #: Per column of ENQUEUED_COLUMNS: its name, its type, and its type in an array (no length:
     #: varchar[], not varchar(100)[]; the subject arrives as JSON text).
     columns: dict[str, str]
@@ -418,15 +417,14 @@ class NewJobLayout:
         fixed = [field for field in fields if field.attname not in ENQUEUED_COLUMNS]
         template = Job()
 
-        def fixed_value(field) -> tuple[bool, Any]:
+        def fixed_value(field) -> str:
             if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-                return True, None
-            return False, field.get_db_prep_save(getattr(template, field.attname), db)
+                return f"%s::{field.db_type(db)}"
+            return f"{_literal(getattr(template, field.attname))}::{field.db_type(db)}"
 
         return cls(
-            fixed=tuple(fixed_value(field) for field in fixed),
             fixed_columns=", ".join(db.ops.quote_name(field.column) for field in fixed),
-            fixed_casts=tuple(field.db_type(db) for field in fixed),
+            fixed_values=", ".join(fixed_value(field) for field in fixed),
             columns={field.attname: field.column for field in varying},
             casts=tuple(field.db_type(db) for field in varying),
             array_types={
@@ -436,6 +434,19 @@ class NewJobLayout:
             defaults=tuple(getattr(template, field.attname) for field in Job._meta.concrete_fields),
             positions={field.attname: index for index, field in enumerate(Job._meta.concrete_fields)},
         )
+
+
+def _literal(value: Any) -> str:
+    """A model default as SQL: None, a bool, an int or a plain string (all the job's defaults are)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and "\\" not in value and "%" not in value:
+        return "'" + value.replace("'", "''") + "'"
+    raise TypeError(f"No literal for the default {value!r}")
 
 
 def _insert_sql(
@@ -450,7 +461,7 @@ def _insert_sql(
     quote = db.ops.quote_name
     casts = dict(zip(ENQUEUED_COLUMNS, layout.casts))
     scalars = [attname for attname in ENQUEUED_COLUMNS if attname not in arrays]
-    values = [f"%s::{cast}" for cast in layout.fixed_casts] + [f"%s::{casts[attname]}" for attname in scalars]
+    values = [layout.fixed_values] + [f"%s::{casts[attname]}" for attname in scalars]
     columns = f"{layout.fixed_columns}, {', '.join(quote(layout.columns[attname]) for attname in scalars + list(arrays))}"
     if arrays:
         values += [f"u.{quote(attname)}" + ("::jsonb" if attname == "subject" else "") for attname in arrays]
@@ -493,7 +504,7 @@ def _insert_in_one_statement(
     )
     shape = (len(rows) > 1, arrays, len(definition.steps), len(due_queues))
     statement = sql.statement(db, ("enqueue", *shape), lambda: _insert_sql(db, layout, *shape))
-    params = [now if stamped else value for stamped, value in layout.fixed]
+    params: list[Any] = [now] * layout.fixed_values.count("%s")
     params += [first[attname] for attname in ENQUEUED_COLUMNS if attname not in arrays]
     params += [[row[attname] for row in texts] for attname in arrays]
     if definition.steps:
