@@ -119,7 +119,9 @@ class Job(models.Model):
             models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
             # For deleting a user; jobs the system created are not in it.
             models.Index(
-                fields=["created_by"], condition=models.Q(created_by__isnull=False), name="durajobs_created_by"
+                fields=["created_by"],
+                condition=models.Q(created_by__isnull=False),
+                name="durajobs_created_by",
             ),
         ]
         constraints = [

@@ -94,8 +94,8 @@ def _execute(
     Django itself prepares nothing by default, for the sake of poolers in transaction mode; only
     these statements are prepared, not the ORM's nor a job's own queries.
     """
-    preparing = db.vendor == "postgresql" and db.Database.__name__ == "psycopg" and get_setting(
-        "PREPARED_STATEMENTS"
+    preparing = (
+        db.vendor == "postgresql" and db.Database.__name__ == "psycopg" and get_setting("PREPARED_STATEMENTS")
     )
     if not (db.vendor == "sqlite" or preparing) or db.queries_logged or db.execute_wrappers:
         with db.cursor() as cursor:
@@ -188,9 +188,10 @@ def _preparer(model: type[Model], name: str) -> Callable[[Any, BaseDatabaseWrapp
     return lambda value, db: field.get_db_prep_save(value, connection=db)
 
 
-def prepared(db: BaseDatabaseWrapper, model: type[Model], name: str, value: Any) -> Any:
-    """``value`` for field ``name`` as the driver takes it (JSON adapted, datetimes as the backend stores them)."""
-    return kept(db, ("prepare", model._meta.label, name), lambda: _preparer(model, name))(value, db)
+def _kept_preparer(
+    db: BaseDatabaseWrapper, model: type[Model], name: str
+) -> Callable[[Any, BaseDatabaseWrapper], Any]:
+    return kept(db, ("prepare", model._meta.label, name), lambda: _preparer(model, name))
 
 
 def prepared_datetime(db: BaseDatabaseWrapper, value: Any) -> Any:
@@ -236,7 +237,9 @@ class Assignments:
     slots: tuple[tuple[str | None, Any], ...]
 
 
-def _assignments(db: BaseDatabaseWrapper, model: type[Model], shape: tuple[tuple[str, Any], ...]) -> Assignments:
+def _assignments(
+    db: BaseDatabaseWrapper, model: type[Model], shape: tuple[tuple[str, Any], ...]
+) -> Assignments:
     query = UpdateQuery(model)
     compiler = query.get_compiler(connection=db)
     parts: list[str] = []
@@ -245,7 +248,7 @@ def _assignments(db: BaseDatabaseWrapper, model: type[Model], shape: tuple[tuple
         target = db.ops.quote_name(model._meta.get_field(name).column)
         if expression is None:
             parts.append(f"{target} = %s")
-            slots.append((name, kept(db, ("prepare", model._meta.label, name), lambda: _preparer(model, name))))
+            slots.append((name, _kept_preparer(db, model, name)))
             continue
         resolved = expression.resolve_expression(query, allow_joins=False, for_save=True)
         sql, params = compiler.compile(resolved)
@@ -254,7 +257,9 @@ def _assignments(db: BaseDatabaseWrapper, model: type[Model], shape: tuple[tuple
     return Assignments(", ".join(parts), tuple(slots))
 
 
-def assignments(db: BaseDatabaseWrapper, model: type[Model], values: dict[str, Any]) -> tuple[Assignments, list]:
+def assignments(
+    db: BaseDatabaseWrapper, model: type[Model], values: dict[str, Any]
+) -> tuple[Assignments, list]:
     """The ``SET`` list of an ``UPDATE`` of ``model`` to ``values``, and its parameters.
 
     ``values`` holds plain values, prepared as their fields prepare them, or constant

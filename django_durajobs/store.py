@@ -22,7 +22,6 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, DateTimeField, Exists, F, Func, OuterRef, Q
 from django.db.models.functions import Coalesce, Greatest
-from django.db.models.sql import InsertQuery, UpdateQuery
 from django.utils import timezone
 
 from . import sql
@@ -450,7 +449,12 @@ def _literal(value: Any) -> str:
 
 
 def _insert_sql(
-    db: BaseDatabaseWrapper, layout: NewJobLayout, rows: int, arrays: tuple[str, ...], steps: int, notifies: int
+    db: BaseDatabaseWrapper,
+    layout: NewJobLayout,
+    rows: int,
+    arrays: tuple[str, ...],
+    steps: int,
+    notifies: int,
 ) -> str:
     """PostgreSQL: insert ``rows`` jobs, each with ``steps`` declared steps, and send ``notifies``
     wake-ups; returns the new ids, ascending.
@@ -459,15 +463,18 @@ def _insert_sql(
     for every job.
     """
     quote = db.ops.quote_name
-    casts = dict(zip(ENQUEUED_COLUMNS, layout.casts))
+    casts = dict(zip(ENQUEUED_COLUMNS, layout.casts, strict=True))
     scalars = [attname for attname in ENQUEUED_COLUMNS if attname not in arrays]
     values = [layout.fixed_values] + [f"%s::{casts[attname]}" for attname in scalars]
-    columns = f"{layout.fixed_columns}, {', '.join(quote(layout.columns[attname]) for attname in scalars + list(arrays))}"
+    varying = ", ".join(quote(layout.columns[attname]) for attname in scalars + list(arrays))
+    columns = f"{layout.fixed_columns}, {varying}"
     if arrays:
         values += [f"u.{quote(attname)}" + ("::jsonb" if attname == "subject" else "") for attname in arrays]
         unnested = ", ".join(f"%s::{layout.array_types[attname]}[]" for attname in arrays)
         names = ", ".join(quote(attname) for attname in arrays)
-        source = f" FROM unnest({unnested}) WITH ORDINALITY AS u({names}, durajobs_order) ORDER BY durajobs_order"
+        source = (
+            f" FROM unnest({unnested}) WITH ORDINALITY AS u({names}, durajobs_order) ORDER BY durajobs_order"
+        )
     else:
         source = ""
     statement = (
@@ -486,7 +493,11 @@ def _insert_sql(
 
 
 def _insert_in_one_statement(
-    db: BaseDatabaseWrapper, definition: JobKind, rows: list[dict[str, Any]], now: datetime, due_queues: list[str]
+    db: BaseDatabaseWrapper,
+    definition: JobKind,
+    rows: list[dict[str, Any]],
+    now: datetime,
+    due_queues: list[str],
 ) -> list[Job]:
     """PostgreSQL: the jobs, their declared steps and the wake-up NOTIFY in one statement.
 
@@ -516,7 +527,7 @@ def _insert_in_one_statement(
     [(ids, *_woken)] = sql.fetch(db, statement, params)
     positions = layout.positions
     jobs = []
-    for pk, row in zip(ids, rows):
+    for pk, row in zip(ids, rows, strict=True):
         values = list(layout.defaults)
         values[positions["id"]] = pk
         values[positions["created_at"]] = values[positions["updated_at"]] = now
@@ -545,7 +556,10 @@ def _checked_fields(
     queue: str | None = None,
     priority: int | None = None,
 ) -> tuple[JobKind, dict[str, Any]]:
-    """The kind and the row's fields for an enqueue at ``now``; ``JobError`` for anything that cannot be stored."""
+    """The kind and the row's fields for an enqueue at ``now``.
+
+    ``JobError`` for anything that cannot be stored.
+    """
     definition = kind if isinstance(kind, JobKind) else get_kind(kind)
     subject = to_json(
         {} if subject is None else subject, what="The subject", max_bytes=get_setting("MAX_SUBJECT_BYTES")
@@ -675,7 +689,9 @@ def _claim_returning(
     return sql.read_rows(db, Job, rows)[0] if rows else None
 
 
-def _claim_sql(db: BaseDatabaseWrapper, status: str, kinds: int, queues: int, flush: str, only_if: str = "") -> str:
+def _claim_sql(
+    db: BaseDatabaseWrapper, status: str, kinds: int, queues: int, flush: str, only_if: str = ""
+) -> str:
     """The claim's ``UPDATE``; ``only_if`` is one more condition on the job it picks."""
     quote = db.ops.quote_name
     table = sql.table(db, Job)
@@ -702,7 +718,12 @@ def _claim_sql(db: BaseDatabaseWrapper, status: str, kinds: int, queues: int, fl
 
 
 def _claim_params(
-    db: BaseDatabaseWrapper, status: str, kinds: list[str], queues: tuple[str, ...], worker_id: str, token: str
+    db: BaseDatabaseWrapper,
+    status: str,
+    kinds: list[str],
+    queues: tuple[str, ...],
+    worker_id: str,
+    token: str,
 ) -> list[Any]:
     now = sql.prepared_datetime(db, timezone.now())
     taking = [Status.RUNNING, now] if status == Status.QUEUED else []
@@ -970,7 +991,9 @@ class Lease:
 
         return sql.statement(db, ("update job", assignments), update), [*params, self.job.pk, self.token]
 
-    def _update_step(self, db: BaseDatabaseWrapper, step: JobStep, fields: dict[str, Any], *, start: bool = False) -> int:
+    def _update_step(
+        self, db: BaseDatabaseWrapper, step: JobStep, fields: dict[str, Any], *, start: bool = False
+    ) -> int:
         """Write ``fields`` to ``step`` if the job is still ours; a start also needs no cancel request
         (and, outside a transaction, need not wait for the disk: see ``no_flush``).
 
@@ -999,7 +1022,9 @@ class Lease:
     def renew(self, **fields: Any) -> None:
         """Heartbeat (and optionally set progress/eta); raises ``LeaseLost`` when no longer ours."""
         db = sql.database()
-        update, params = self._update_job(db, {"locked_at": DatabaseNow(), "updated_at": timezone.now(), **fields})
+        update, params = self._update_job(
+            db, {"locked_at": DatabaseNow(), "updated_at": timezone.now(), **fields}
+        )
         if not sql.run(db, update, params):
             raise self._lost()
         self._renewed = time.monotonic()
@@ -1077,7 +1102,8 @@ class Lease:
         due_at = fields.get("next_run_at")
         due_now = status in DUE_STATUSES and due_at is not None and due_at <= timezone.now()
         update, params = self._update_job(
-            db, {"locked_by": "", "locked_at": None, "lease_token": "", "updated_at": timezone.now(), **fields}
+            db,
+            {"locked_by": "", "locked_at": None, "lease_token": "", "updated_at": timezone.now(), **fields},
         )
         steps = list(steps)
         kinds = known_kinds()
@@ -1106,7 +1132,9 @@ class Lease:
                     trim_log(self.job.pk)
                 if due_now:
                     notify_due(self.job.queue)
-                successor = _claim_one(db, Status.QUEUED, self.queues, self.worker_id, token) if claiming else None
+                successor = (
+                    _claim_one(db, Status.QUEUED, self.queues, self.worker_id, token) if claiming else None
+                )
         if successor is not None:
             self.successor = Lease(successor, self.worker_id, token, self.queues)
         changed_to(self.job, self.job.status, status, fields)
@@ -1119,9 +1147,12 @@ class Lease:
         quote = db.ops.quote_name
         finished = (
             f"WITH finished AS ({update.text} RETURNING {quote('id')}), "
-            f"logged AS (INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) SELECT id, %s, %s FROM finished)"
+            f"logged AS (INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) "
+            f"SELECT id, %s, %s FROM finished)"
         )
         if not kinds:
             return f"{finished} SELECT id FROM finished"
-        claim = _claim_sql(db, Status.QUEUED, kinds, queues, "", only_if=" AND EXISTS (SELECT 1 FROM finished)")
+        claim = _claim_sql(
+            db, Status.QUEUED, kinds, queues, "", only_if=" AND EXISTS (SELECT 1 FROM finished)"
+        )
         return f"{finished}, claimed AS ({claim}) SELECT claimed.* FROM finished LEFT JOIN claimed ON true"

@@ -169,7 +169,9 @@ def test_a_first_run_writes_its_declared_steps_without_reading_them(queue):
         assert execute(lease) == Status.DONE
 
     step_table = connection.ops.quote_name(JobStep._meta.db_table)
-    assert not [query for query in statements if query["sql"].startswith("SELECT") and step_table in query["sql"]]
+    assert not [
+        query for query in statements if query["sql"].startswith("SELECT") and step_table in query["sql"]
+    ]
     assert all(state == StepState.DONE for _, state in steps_by_position(job_row.pk))
 
 

@@ -101,9 +101,7 @@ def redact_text(text: str) -> str:
 @lru_cache(maxsize=256)
 def _redacted_text(text: str, words: tuple[str, ...]) -> str:
     """Kept for the lines that come again and again ("Done.", "Waiting: DNS record not visible yet")."""
-    text = _key_value_pattern(words).sub(
-        lambda m: f"{m.group('key')}{m.group('sep')}{REDACTED}", text
-    )
+    text = _key_value_pattern(words).sub(lambda m: f"{m.group('key')}{m.group('sep')}{REDACTED}", text)
     for pattern, replacement in _TEXT_PATTERNS:
         text = pattern.sub(replacement, text)
     return text
