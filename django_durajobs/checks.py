@@ -46,6 +46,13 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
         errors.append(
             checks.Error("DURAJOBS['REDACT_KEYS'] must be a list of non-empty strings.", id="durajobs.E004")
         )
+    prepared = configured.get("PREPARED_STATEMENTS", DEFAULTS["PREPARED_STATEMENTS"])
+    if not isinstance(prepared, bool):
+        errors.append(
+            checks.Error(
+                f"DURAJOBS['PREPARED_STATEMENTS'] must be True or False, not {prepared!r}.", id="durajobs.E005"
+            )
+        )
     lease = configured.get("LEASE_SECONDS", DEFAULTS["LEASE_SECONDS"])
     heartbeat = configured.get("HEARTBEAT_SECONDS", DEFAULTS["HEARTBEAT_SECONDS"])
     if not errors and heartbeat * 2 > lease:

@@ -1,0 +1,41 @@
+"""System checks of the DURAJOBS setting: each misconfiguration is named by its id."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import checks
+from django.test import override_settings
+
+from django_durajobs.checks import check_settings
+
+
+def ids(configured) -> list[str]:
+    with override_settings(DURAJOBS=configured):
+        return [message.id for message in check_settings()]
+
+
+def test_the_documented_defaults_pass():
+    assert ids({}) == []
+    assert [message.id for message in checks.run_checks() if message.id.startswith("durajobs.")] == []
+
+
+@pytest.mark.parametrize(
+    ("configured", "expected"),
+    [
+        pytest.param([], ["durajobs.E001"], id="not a dict"),
+        pytest.param({"LEASE_SECOND": 60}, ["durajobs.E002"], id="unknown key"),
+        pytest.param({"LEASE_SECONDS": 0}, ["durajobs.E003"], id="zero lease"),
+        pytest.param({"LOG_LINES_KEPT": "200"}, ["durajobs.E003"], id="a number as text"),
+        pytest.param({"MAX_WORKER_LOSSES": True}, ["durajobs.E003"], id="a bool for a number"),
+        pytest.param({"REDACT_KEYS": "password"}, ["durajobs.E004"], id="keys as one string"),
+        pytest.param({"REDACT_KEYS": ["pin", ""]}, ["durajobs.E004"], id="an empty key"),
+        pytest.param({"PREPARED_STATEMENTS": "no"}, ["durajobs.E005"], id="prepared statements as text"),
+        pytest.param({"HEARTBEAT_SECONDS": 40}, ["durajobs.W001"], id="heartbeat too close to the lease"),
+    ],
+)
+def test_a_misconfiguration_is_reported_by_its_id(configured, expected):
+    assert ids(configured) == expected
+
+
+def test_prepared_statements_may_be_turned_off():
+    assert ids({"PREPARED_STATEMENTS": False}) == []
