@@ -50,7 +50,8 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if not isinstance(prepared, bool):
         errors.append(
             checks.Error(
-                f"DURAJOBS['PREPARED_STATEMENTS'] must be True or False, not {prepared!r}.", id="durajobs.E005"
+                f"DURAJOBS['PREPARED_STATEMENTS'] must be True or False, not {prepared!r}.",
+                id="durajobs.E005",
             )
         )
     lease = configured.get("LEASE_SECONDS", DEFAULTS["LEASE_SECONDS"])

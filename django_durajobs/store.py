@@ -402,7 +402,7 @@ class NewJobLayout:
     #: Per column of ENQUEUED_COLUMNS: its name, its type, and its type in an array (no length:
     #: varchar[], not varchar(100)[]; the subject arrives as JSON text).
     columns: dict[str, str]
-    casts: tuple[str, ...]
+    casts: dict[str, str]
     array_types: dict[str, str]
     #: A new job's values in field order, and where each field is in it.
     defaults: tuple[Any, ...]
@@ -425,7 +425,7 @@ class NewJobLayout:
             fixed_columns=", ".join(db.ops.quote_name(field.column) for field in fixed),
             fixed_values=", ".join(fixed_value(field) for field in fixed),
             columns={field.attname: field.column for field in varying},
-            casts=tuple(field.db_type(db) for field in varying),
+            casts={field.attname: field.db_type(db) for field in varying},
             array_types={
                 field.attname: "text" if field.attname == "subject" else field.db_type(db).split("(")[0]
                 for field in varying
@@ -449,23 +449,17 @@ def _literal(value: Any) -> str:
 
 
 def _insert_sql(
-    db: BaseDatabaseWrapper,
-    layout: NewJobLayout,
-    rows: int,
-    arrays: tuple[str, ...],
-    steps: int,
-    notifies: int,
+    db: BaseDatabaseWrapper, layout: NewJobLayout, arrays: tuple[str, ...], steps: int, notifies: int
 ) -> str:
-    """PostgreSQL: insert ``rows`` jobs, each with ``steps`` declared steps, and send ``notifies``
-    wake-ups; returns the new ids, ascending.
+    """PostgreSQL: insert jobs, each with ``steps`` declared steps, and send ``notifies`` wake-ups;
+    returns the new ids, ascending.
 
-    The columns in ``arrays`` travel as one array each (``unnest``), the others as one value
-    for every job.
+    The columns in ``arrays`` travel as one array each (``unnest``), one element per job, the
+    others as one value for every job; without arrays, the statement inserts one job.
     """
     quote = db.ops.quote_name
-    casts = dict(zip(ENQUEUED_COLUMNS, layout.casts, strict=True))
     scalars = [attname for attname in ENQUEUED_COLUMNS if attname not in arrays]
-    values = [layout.fixed_values] + [f"%s::{casts[attname]}" for attname in scalars]
+    values = [layout.fixed_values] + [f"%s::{layout.casts[attname]}" for attname in scalars]
     varying = ", ".join(quote(layout.columns[attname]) for attname in scalars + list(arrays))
     columns = f"{layout.fixed_columns}, {varying}"
     if arrays:
@@ -513,7 +507,7 @@ def _insert_in_one_statement(
         for attname in ENQUEUED_COLUMNS
         if len(rows) > 1 and (attname == "subject" or any(row[attname] != first[attname] for row in texts))
     )
-    shape = (len(rows) > 1, arrays, len(definition.steps), len(due_queues))
+    shape = (arrays, len(definition.steps), len(due_queues))
     statement = sql.statement(db, ("enqueue", *shape), lambda: _insert_sql(db, layout, *shape))
     params: list[Any] = [now] * layout.fixed_values.count("%s")
     params += [first[attname] for attname in ENQUEUED_COLUMNS if attname not in arrays]
