@@ -967,6 +967,7 @@ class Lease:
         self.queues = queues  # what it was claimed from; a successor is claimed from them too
         #: The worker's next job, when giving this one up claimed it too (``finish(then_claim=…)``).
         self.successor: Lease | None = None
+        self.finished = False  # its outcome is recorded: the job is no longer held
         self._renewed = time.monotonic()
 
     def _lost(self) -> LeaseLost:
@@ -1129,6 +1130,7 @@ class Lease:
                 successor = (
                     _claim_one(db, Status.QUEUED, self.queues, self.worker_id, token) if claiming else None
                 )
+        self.finished = True
         if successor is not None:
             self.successor = Lease(successor, self.worker_id, token, self.queues)
         changed_to(self.job, self.job.status, status, fields)

@@ -286,3 +286,24 @@ def test_watched_queries_see_the_hot_path(queue):
     assert sum(sql.startswith(f"UPDATE {step_table}") for sql in statements) == 4
     finished = [sql for sql in statements if sql.startswith(("WITH finished", f"UPDATE {job_table}"))]
     assert any('"locked_by" = ' in sql.replace("`", '"') for sql in finished)
+
+
+def test_a_heartbeat_does_not_call_a_just_finished_job_lost(queue, caplog):
+    """Between recording an outcome and moving on, a job thread still lists its lease as held."""
+    from django_durajobs.worker import Worker
+
+    enqueue("states_basic", queue=queue)
+    taken, _ = enqueue("states_basic", queue=queue)
+    worker = Worker()
+    finished = claim_in(queue, worker.worker_id)
+    assert execute(finished) == Status.DONE
+    stalled = claim_in(queue, worker.worker_id)
+    assert stalled.job.pk == taken.pk
+    Job.objects.filter(pk=taken.pk).update(lease_token="someone-else")  # taken over meanwhile
+    worker._held = {1: finished, 2: stalled}
+
+    with caplog.at_level("WARNING", logger="django_durajobs.worker"):
+        worker._heartbeat()
+
+    warned = [record.getMessage() for record in caplog.records if "lease lost" in record.getMessage()]
+    assert warned == [f"Job {taken.pk}: lease lost to another worker; its thread will abandon it"]
