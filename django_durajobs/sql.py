@@ -10,11 +10,13 @@ what the ORM would write and read.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -111,10 +113,22 @@ def _execute(
 
 
 def _preparing_cursor(db: BaseDatabaseWrapper) -> Any:
+    """This connection's cursor for these statements, made once: a cursor keeps what it learnt
+    about converting each type of parameter and result, which a new one would learn again."""
     raw = db.connection
-    if raw.prepare_threshold is None:  # Django's default: psycopg would then prepare nothing
-        raw.prepare_threshold = NOT_BY_COUNT
-    return _preparing_cursor_class(db.Database)(raw)
+    cursor = _cursors.get(raw)
+    if cursor is None or cursor.closed:
+        if raw.prepare_threshold is None:  # Django's default: psycopg would then prepare nothing
+            raw.prepare_threshold = NOT_BY_COUNT
+        cursor = _preparing_cursor_class(db.Database)(raw)
+        with _cursors_lock:
+            _cursors[raw] = cursor
+    return cursor
+
+
+#: Per psycopg connection (each thread has its own), its cursor for these statements.
+_cursors: WeakKeyDictionary[Any, Any] = WeakKeyDictionary()
+_cursors_lock = threading.Lock()
 
 
 #: A ``prepare_threshold`` that no count of runs reaches: psycopg prepares only what is

@@ -452,7 +452,7 @@ def _insert_sql(
     db: BaseDatabaseWrapper, layout: NewJobLayout, arrays: tuple[str, ...], steps: int, notifies: int
 ) -> str:
     """PostgreSQL: insert jobs, each with ``steps`` declared steps, and send ``notifies`` wake-ups;
-    returns the new ids, ascending.
+    returns the new ids, ascending (the one new id, without arrays).
 
     The columns in ``arrays`` travel as one array each (``unnest``), one element per job, the
     others as one value for every job; without arrays, the statement inserts one job.
@@ -483,7 +483,8 @@ def _insert_sql(
             f"SELECT new_jobs.id, %s, step.position, step.step_id, step.title, %s, '', '' "
             f"FROM new_jobs, (VALUES {declared}) AS step(position, step_id, title))"
         )
-    return f"{statement} SELECT array_agg(id ORDER BY id){', pg_notify(%s, %s)' * notifies} FROM new_jobs"
+    ids = "array_agg(id ORDER BY id)" if arrays else "id"
+    return f"{statement} SELECT {ids}{', pg_notify(%s, %s)' * notifies} FROM new_jobs"
 
 
 def _insert_in_one_statement(
@@ -518,7 +519,8 @@ def _insert_in_one_statement(
             params += [position, step_id, title]
     for queue in due_queues:
         params += [NOTIFY_CHANNEL, queue]
-    [(ids, *_woken)] = sql.fetch(db, statement, params)
+    [(inserted, *_woken)] = sql.fetch(db, statement, params)
+    ids = inserted if arrays else [inserted]
     positions = layout.positions
     jobs = []
     for pk, row in zip(ids, rows, strict=True):
