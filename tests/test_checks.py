@@ -16,7 +16,8 @@ def ids(configured) -> list[str]:
 
 def test_the_documented_defaults_pass():
     assert ids({}) == []
-    assert [message.id for message in checks.run_checks() if message.id.startswith("durajobs.")] == []
+    registered = checks.run_checks(tags=[checks.Tags.compatibility])  # where check_settings is registered
+    assert [message.id for message in registered if message.id.startswith("durajobs.")] == []
 
 
 @pytest.mark.parametrize(
@@ -35,6 +36,12 @@ def test_the_documented_defaults_pass():
 )
 def test_a_misconfiguration_is_reported_by_its_id(configured, expected):
     assert ids(configured) == expected
+
+
+def test_manage_py_check_runs_these_checks():
+    with override_settings(DURAJOBS={"LEASE_SECONDS": 0}):
+        registered = checks.run_checks(tags=[checks.Tags.compatibility])
+    assert "durajobs.E003" in [message.id for message in registered]
 
 
 def test_prepared_statements_may_be_turned_off():
