@@ -21,7 +21,7 @@ from typing import Any
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Count, DateTimeField, Exists, F, Func, OuterRef, Q
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from . import sql
@@ -609,15 +609,6 @@ def _same_kind(existing: Job, definition: JobKind) -> Job:
 # Claiming --------------------------------------------------------------------------------------
 
 
-def _due(status: str, queues: Iterable[str] | None = None) -> Any:
-    candidates = Job.objects.filter(
-        status=status, locked_by="", kind__in=known_kinds(), next_run_at__lte=timezone.now()
-    )
-    if queues:
-        candidates = candidates.filter(queue__in=list(queues))
-    return candidates.order_by("-priority", "next_run_at", "id")
-
-
 def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     """Take the most urgent due job (or pending revert) for ``worker_id``; None when nothing is due.
 
@@ -656,91 +647,135 @@ CLAIM_RETURNING = frozenset({"postgresql", "sqlite"})
 def _claim_one(
     db: BaseDatabaseWrapper, status: str, queues: tuple[str, ...], worker_id: str, token: str
 ) -> Job | None:
-    if db.vendor in CLAIM_RETURNING:
-        return _claim_returning(db, status, queues, worker_id, token)
-    candidates = _due(status, queues)
-    if db.features.has_select_for_update_skip_locked:
-        with transaction.atomic():
-            job = candidates.select_for_update(skip_locked=True).first()
-            return job if job is not None and _take(job, worker_id, token) else None
-    for _ in range(10):
-        job = candidates.first()
-        if job is None or _take(job, worker_id, token):
-            return job
-    return None
-
-
-def _claim_returning(
-    db: BaseDatabaseWrapper, status: str, queues: tuple[str, ...], worker_id: str, token: str
-) -> Job | None:
-    """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING …`` (on PostgreSQL the subquery locks
-    with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip."""
     kinds = known_kinds()
     if not kinds:
         return None
-    flush = no_flush(db)
-    shape = (status, len(kinds), len(queues), flush)
-    statement = sql.statement(db, ("claim", *shape), lambda: _claim_sql(db, *shape))
-    rows = sql.fetch(db, statement, _claim_params(db, status, kinds, queues, worker_id, token))
-    return sql.read_rows(db, Job, rows)[0] if rows else None
+    if db.vendor in CLAIM_RETURNING:
+        return _claim_returning(db, status, kinds, queues, worker_id, token)
+    return _claim_locked(db, status, kinds, queues, worker_id, token)
 
 
-def _claim_sql(
-    db: BaseDatabaseWrapper, status: str, kinds: int, queues: int, flush: str, only_if: str = ""
-) -> str:
-    """The claim's ``UPDATE``; ``only_if`` is one more condition on the job it picks."""
-    quote = db.ops.quote_name
-    table = sql.table(db, Job)
-    status_, locked_by, next_run_at = quote("status"), quote("locked_by"), quote("next_run_at")
-    taking = (
-        f"{status_} = %s, {quote('attempt')} = {quote('attempt')} + 1, "
-        f"{quote('started_at')} = COALESCE({quote('started_at')}, %s), "
-        if status == Status.QUEUED
-        else ""
-    )
-    in_queues = f" AND {quote('queue')} IN ({', '.join(['%s'] * queues)})" if queues else ""
-    lock = " FOR UPDATE SKIP LOCKED" if db.vendor == "postgresql" else ""
-    pick = (
-        f"SELECT {quote('id')} FROM {table} WHERE {status_} = %s AND {locked_by} = '' "
-        f"AND {quote('kind')} IN ({', '.join(['%s'] * kinds)}) AND {next_run_at} <= %s{in_queues}{only_if} "
-        f"ORDER BY {quote('priority')} DESC, {next_run_at} ASC, {quote('id')} ASC LIMIT 1{lock}"
-    )
-    return (
-        f"UPDATE {table} SET {taking}{locked_by} = %s, {quote('locked_at')} = {database_now_sql(db)}, "
-        f"{quote('lease_token')} = %s, {quote('updated_at')} = %s "
-        f"WHERE {quote('id')} = ({pick}) AND {status_} = %s AND {locked_by} = ''{flush} "
-        f"RETURNING {sql.columns(db, Job)}"
-    )
-
-
-def _claim_params(
+def _claim_returning(
     db: BaseDatabaseWrapper,
     status: str,
     kinds: list[str],
     queues: tuple[str, ...],
     worker_id: str,
     token: str,
-) -> list[Any]:
+) -> Job | None:
+    """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING …`` (on PostgreSQL the subquery locks
+    with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip."""
+    flush = no_flush(db)
+    shape = (status, len(kinds), len(queues), flush)
+    statement = sql.statement(db, ("claim", *shape), lambda: _claim_sql(db, *shape))
     now = sql.prepared_datetime(db, timezone.now())
+    params = [
+        *_taking_params(status, worker_id, token, now),
+        *_pick_params(status, kinds, queues, now),
+        status,
+    ]
+    rows = sql.fetch(db, statement, params)
+    return sql.read_rows(db, Job, rows)[0] if rows else None
+
+
+def _claim_locked(
+    db: BaseDatabaseWrapper,
+    status: str,
+    kinds: list[str],
+    queues: tuple[str, ...],
+    worker_id: str,
+    token: str,
+) -> Job | None:
+    """MySQL/MariaDB, which cannot return what an UPDATE changed: read the most urgent due job,
+    locked (``SKIP LOCKED`` where the server has it), and take it, in one transaction.
+
+    Without ``SKIP LOCKED`` a job another worker took meanwhile is passed over: the take is
+    conditional on the job still being unclaimed.
+    """
+    lock = " FOR UPDATE SKIP LOCKED" if db.features.has_select_for_update_skip_locked else ""
+    shape = (status, len(kinds), len(queues))
+    pick = sql.statement(
+        db, ("claim pick", *shape, lock), lambda: _pick_sql(db, *shape, what=sql.columns(db, Job), lock=lock)
+    )
+
+    def take_sql() -> str:
+        quote = db.ops.quote_name
+        return (
+            f"UPDATE {sql.table(db, Job)} SET {_taking_sql(db, status)} "
+            f"WHERE {quote('id')} = %s AND {quote('status')} = %s AND {quote('locked_by')} = ''"
+        )
+
+    take = sql.statement(db, ("claim take", status), take_sql)
+    for _ in range(10):
+        now = timezone.now()
+        prepared_now = sql.prepared_datetime(db, now)
+        with transaction.atomic():
+            rows = sql.fetch(db, pick, _pick_params(status, kinds, queues, prepared_now))
+            if not rows:
+                return None
+            [job] = sql.read_rows(db, Job, rows)
+            if sql.run(db, take, [*_taking_params(status, worker_id, token, prepared_now), job.pk, status]):
+                if status == Status.QUEUED:
+                    job.status, job.attempt, job.started_at = (
+                        Status.RUNNING,
+                        job.attempt + 1,
+                        job.started_at or now,
+                    )
+                job.locked_by, job.lease_token, job.locked_at, job.updated_at = worker_id, token, now, now
+                return job
+    return None
+
+
+def _taking_sql(db: BaseDatabaseWrapper, status: str) -> str:
+    """What a claim sets: a queued job becomes running and counts a try; either way it is locked."""
+    quote = db.ops.quote_name
+    taking = (
+        f"{quote('status')} = %s, {quote('attempt')} = {quote('attempt')} + 1, "
+        f"{quote('started_at')} = COALESCE({quote('started_at')}, %s), "
+        if status == Status.QUEUED
+        else ""
+    )
+    return (
+        f"{taking}{quote('locked_by')} = %s, {quote('locked_at')} = {database_now_sql(db)}, "
+        f"{quote('lease_token')} = %s, {quote('updated_at')} = %s"
+    )
+
+
+def _taking_params(status: str, worker_id: str, token: str, now: Any) -> list[Any]:
     taking = [Status.RUNNING, now] if status == Status.QUEUED else []
-    return [*taking, worker_id, token, now, status, *kinds, now, *queues, status]
+    return [*taking, worker_id, token, now]
 
 
-def _take(job: Job, worker_id: str, token: str) -> bool:
-    """Lock ``job`` for ``worker_id`` if it is still as it was read; mirror the change on ``job``."""
-    now = timezone.now()
-    lock = dict(locked_by=worker_id, locked_at=DatabaseNow(), lease_token=token, updated_at=now)
-    unclaimed = Job.objects.filter(pk=job.pk, status=job.status, locked_by="")
-    if job.status == Status.QUEUED:
-        if not unclaimed.update(
-            status=Status.RUNNING, attempt=F("attempt") + 1, started_at=Coalesce("started_at", now), **lock
-        ):
-            return False
-        job.status, job.attempt, job.started_at = Status.RUNNING, job.attempt + 1, job.started_at or now
-    elif not unclaimed.update(**lock):
-        return False
-    job.locked_by, job.lease_token, job.locked_at, job.updated_at = worker_id, token, now, now
-    return True
+def _pick_sql(
+    db: BaseDatabaseWrapper, status: str, kinds: int, queues: int, what: str, lock: str, only_if: str = ""
+) -> str:
+    """``SELECT what`` of the most urgent due job in ``status``, read from ``durajobs_due`` in claim order."""
+    quote = db.ops.quote_name
+    next_run_at = quote("next_run_at")
+    in_queues = f" AND {quote('queue')} IN ({', '.join(['%s'] * queues)})" if queues else ""
+    return (
+        f"SELECT {what} FROM {sql.table(db, Job)} WHERE {quote('status')} = %s AND {quote('locked_by')} = '' "
+        f"AND {quote('kind')} IN ({', '.join(['%s'] * kinds)}) AND {next_run_at} <= %s{in_queues}{only_if} "
+        f"ORDER BY {quote('priority')} DESC, {next_run_at} ASC, {quote('id')} ASC LIMIT 1{lock}"
+    )
+
+
+def _pick_params(status: str, kinds: list[str], queues: tuple[str, ...], now: Any) -> list[Any]:
+    return [status, *kinds, now, *queues]
+
+
+def _claim_sql(
+    db: BaseDatabaseWrapper, status: str, kinds: int, queues: int, flush: str, only_if: str = ""
+) -> str:
+    """The claim's ``UPDATE … RETURNING``; ``only_if`` is one more condition on the job it picks."""
+    quote = db.ops.quote_name
+    lock = " FOR UPDATE SKIP LOCKED" if db.vendor == "postgresql" else ""
+    pick = _pick_sql(db, status, kinds, queues, what=quote("id"), lock=lock, only_if=only_if)
+    return (
+        f"UPDATE {sql.table(db, Job)} SET {_taking_sql(db, status)} "
+        f"WHERE {quote('id')} = ({pick}) AND {quote('status')} = %s AND {quote('locked_by')} = ''{flush} "
+        f"RETURNING {sql.columns(db, Job)}"
+    )
 
 
 # Recovery and release -------------------------------------------------------------------------
@@ -1112,7 +1147,9 @@ class Lease:
             statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
             params += [timezone.now(), clean_log_line(log_line)]
             if claiming:
-                params += _claim_params(db, Status.QUEUED, kinds, self.queues, self.worker_id, token)
+                now = sql.prepared_datetime(db, timezone.now())
+                params += _taking_params(Status.QUEUED, self.worker_id, token, now)
+                params += [*_pick_params(Status.QUEUED, kinds, self.queues, now), Status.QUEUED]
             rows = sql.fetch(db, statement, params)
             if not rows:
                 raise self._lost()

@@ -23,10 +23,11 @@ import pytest
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.backends.signals import connection_created
+from django.test.utils import CaptureQueriesContext
 
 from django_durajobs import Job, Status, enqueue
 from django_durajobs.signals import job_changed
-from django_durajobs.store import NOTIFY_CHANNEL, _due, claim, database_trouble
+from django_durajobs.store import NOTIFY_CHANNEL, claim, database_trouble
 from django_durajobs.worker import Worker, WorkerOptions, refresh_connection
 from tests.helpers import REPO_ROOT, wait_for
 from tests.testapp.kinds_database import TWO_STEPS, effect_name, go_file, started_markers
@@ -497,10 +498,29 @@ def analyze() -> None:
             cursor.execute(f"ANALYZE {table}")
 
 
+class _Undo(Exception):
+    pass
+
+
 def claim_plan() -> str:
-    """EXPLAIN of the query ``claim()`` runs."""
-    with transaction.atomic():
-        return _due(Status.QUEUED).select_for_update(skip_locked=True)[:1].explain()
+    """EXPLAIN of the statement ``claim()`` runs to find and lock a queued job (taken from a real
+    claim, which is rolled back)."""
+    locking = "FOR UPDATE SKIP LOCKED" if connection.vendor != "sqlite" else "LIMIT 1)"
+    try:
+        with CaptureQueriesContext(connection) as captured, transaction.atomic():
+            claim("database-test-planner")
+            raise _Undo
+    except _Undo:
+        pass
+    statements = [query["sql"] for query in captured]
+    [statement] = [sql for sql in statements if locking in sql and "'queued'" in sql]
+    explain = "EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN "
+    with connection.cursor() as cursor:
+        cursor.execute(explain + statement)
+        rows = cursor.fetchall()
+    if connection.vendor == "mysql":
+        return "\n".join(" ".join(str(cell) for cell in row) for row in rows)
+    return "\n".join(str(row[-1]) for row in rows)
 
 
 def mysql_plan_rows(plan: str) -> list[list[str]]:
