@@ -668,13 +668,7 @@ def _claim_returning(
     flush = no_flush(db)
     shape = (status, len(kinds), len(queues), flush)
     statement = sql.statement(db, ("claim", *shape), lambda: _claim_sql(db, *shape))
-    now = sql.prepared_datetime(db, timezone.now())
-    params = [
-        *_taking_params(status, worker_id, token, now),
-        *_pick_params(status, kinds, queues, now),
-        status,
-    ]
-    rows = sql.fetch(db, statement, params)
+    rows = sql.fetch(db, statement, _claim_params(db, status, kinds, queues, worker_id, token))
     return sql.read_rows(db, Job, rows)[0] if rows else None
 
 
@@ -776,6 +770,19 @@ def _claim_sql(
         f"WHERE {quote('id')} = ({pick}) AND {quote('status')} = %s AND {quote('locked_by')} = ''{flush} "
         f"RETURNING {sql.columns(db, Job)}"
     )
+
+
+def _claim_params(
+    db: BaseDatabaseWrapper,
+    status: str,
+    kinds: list[str],
+    queues: tuple[str, ...],
+    worker_id: str,
+    token: str,
+) -> list[Any]:
+    """The parameters of ``_claim_sql``, in its order."""
+    now = sql.prepared_datetime(db, timezone.now())
+    return [*_taking_params(status, worker_id, token, now), *_pick_params(status, kinds, queues, now), status]
 
 
 # Recovery and release -------------------------------------------------------------------------
@@ -1147,9 +1154,7 @@ class Lease:
             statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
             params += [timezone.now(), clean_log_line(log_line)]
             if claiming:
-                now = sql.prepared_datetime(db, timezone.now())
-                params += _taking_params(Status.QUEUED, self.worker_id, token, now)
-                params += [*_pick_params(Status.QUEUED, kinds, self.queues, now), Status.QUEUED]
+                params += _claim_params(db, Status.QUEUED, kinds, self.queues, self.worker_id, token)
             rows = sql.fetch(db, statement, params)
             if not rows:
                 raise self._lost()
