@@ -1,10 +1,13 @@
-"""Settings: one ``DURAJOBS`` dict, read on every access so ``override_settings`` works."""
+"""Settings: one ``DURAJOBS`` dict, looked up once and again whenever it changes
+(``override_settings`` and pytest-django's ``settings`` send ``setting_changed``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 60,
@@ -19,7 +22,20 @@ DEFAULTS: dict[str, Any] = {
     "PREPARED_STATEMENTS": True,
 }
 
+#: ``settings.DURAJOBS`` itself (so a change made in place shows), once it was looked up.
+_configured: dict[str, Any] | None = None
+
 
 def get_setting(name: str) -> Any:
     """The value of ``DURAJOBS[name]``, or its documented default."""
-    return getattr(settings, "DURAJOBS", {}).get(name, DEFAULTS[name])
+    global _configured
+    if _configured is None:
+        _configured = getattr(settings, "DURAJOBS", {})
+    return _configured.get(name, DEFAULTS[name])
+
+
+@receiver(setting_changed)
+def _look_again(setting: str, **kwargs: Any) -> None:
+    global _configured
+    if setting == "DURAJOBS":
+        _configured = None

@@ -18,6 +18,8 @@ def announce_change(job_id: int, previous_status: str | None, status: str, using
 
     Only if it has receivers now: they connect at start-up, and a worker changes jobs all the time.
     """
+    if not job_changed.receivers:
+        return
     from .models import Job
 
     if not job_changed.has_listeners(Job):

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import transaction as django_transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 from django.db.models.sql import UpdateQuery
 
 from .conf import get_setting
@@ -112,6 +116,42 @@ def _execute(
         return outcome(cursor)
 
 
+def transaction(db: BaseDatabaseWrapper, *, statements_only: bool) -> AbstractContextManager[None]:
+    """A transaction around a block: Django's ``atomic()``, or, for a block that runs only this
+    module's statements (``statements_only``) on SQLite outside any transaction, a bare
+    ``BEGIN … COMMIT`` on the driver.
+
+    On SQLite Django's ``atomic()`` costs more than the few statements a worker wraps in it
+    (switching the connection out of autocommit and back, its bookkeeping). The ORM must not run
+    inside the bare one: Django would not know a transaction is open.
+    """
+    if (
+        statements_only
+        and db.vendor == "sqlite"
+        and not (db.in_atomic_block or db.queries_logged or db.execute_wrappers)
+    ):
+        return _bare_transaction(db)
+    return django_transaction.atomic(using=db.alias)
+
+
+@contextmanager
+def _bare_transaction(db: BaseDatabaseWrapper) -> Iterator[None]:
+    db.ensure_connection()
+    raw = db.connection
+    begin = kept(db, ("begin",), lambda: f"BEGIN {db.transaction_mode or ''}".strip())
+    with db.wrap_database_errors:
+        raw.execute(begin)
+    try:
+        yield
+        with db.wrap_database_errors:
+            raw.commit()
+    except BaseException:
+        if raw.in_transaction:
+            with db.wrap_database_errors:
+                raw.rollback()
+        raise
+
+
 def _preparing_cursor(db: BaseDatabaseWrapper) -> Any:
     """This connection's cursor for these statements, made once: a cursor keeps what it learnt
     about converting each type of parameter and result, which a new one would learn again."""
@@ -195,7 +235,7 @@ def _preparer(model: type[Model], name: str) -> Callable[[Any, BaseDatabaseWrapp
             if value is None:
                 return None
             if type(value) is datetime and value.tzinfo is not None:
-                return db.ops.adapt_datetimefield_value(value)
+                return prepared_datetime(db, value)
             return field.get_db_prep_save(value, connection=db)
 
         return prepare_moment
@@ -209,7 +249,17 @@ def _kept_preparer(
 
 
 def prepared_datetime(db: BaseDatabaseWrapper, value: Any) -> Any:
+    """``value`` as the driver takes it, as Django's ``adapt_datetimefield_value`` makes it.
+
+    Where the database takes moments as text in UTC (SQLite, MySQL with Django's defaults), a
+    moment already in UTC needs only its time zone dropped: the worker writes several per job.
+    """
+    if type(value) is datetime and value.tzinfo is UTC and db.vendor in _TEXT_MOMENTS and db.timezone is UTC:
+        return str(value.replace(tzinfo=None))
     return db.ops.adapt_datetimefield_value(value)
+
+
+_TEXT_MOMENTS = frozenset({"sqlite", "mysql"})
 
 
 def _converters(db: BaseDatabaseWrapper, model: type[Model]) -> list[tuple[int, list, Any]]:
@@ -224,8 +274,14 @@ def _converters(db: BaseDatabaseWrapper, model: type[Model]) -> list[tuple[int, 
 
 
 def read_rows(db: BaseDatabaseWrapper, model: type[M], rows: Iterable[Sequence[Any]]) -> list[M]:
-    """Model instances from rows of ``columns(model)``, converted as a queryset would convert them."""
+    """Model instances from rows of ``columns(model)``, converted as a queryset would convert them.
+
+    Built as ``Model.__init__`` builds them from a row, without sending ``pre_init`` and
+    ``post_init`` when nothing listens to them for ``model``: a claim reads a row per job.
+    """
     converters = kept(db, ("converters", model._meta.label), lambda: _converters(db, model))
+    attnames = kept(db, ("attnames", model._meta.label), lambda: _attnames(model))
+    plain = not (pre_init.has_listeners(model) or post_init.has_listeners(model))
     instances = []
     for row in rows:
         values = list(row)
@@ -234,14 +290,25 @@ def read_rows(db: BaseDatabaseWrapper, model: type[M], rows: Iterable[Sequence[A
             for function in functions:
                 value = function(value, col, db)
             values[index] = value
-        instances.append(model.from_db(db.alias, None, values))
+        if plain:
+            instance = model.__new__(model)
+            state = instance._state = ModelState()
+            state.adding, state.db = False, db.alias
+            instance.__dict__.update(zip(attnames, values))
+        else:
+            instance = model.from_db(db.alias, None, values)
+        instances.append(instance)
     return instances
+
+
+def _attnames(model: type[Model]) -> tuple[str, ...]:
+    return tuple(field.attname for field in model._meta.concrete_fields)
 
 
 # UPDATE … SET ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # kept, one per shape: the same object is the same list
 class Assignments:
     """The ``SET`` list for one shape of values, and what fills each of its placeholders."""
 
@@ -251,6 +318,32 @@ class Assignments:
     slots: tuple[tuple[str | None, Any], ...]
 
 
+#: What a value is in the shape of an ``UPDATE``: a parameter, an empty value written as a
+#: literal (a worker clears a dozen fields per job), or else the expression itself.
+_PARAMETER = None
+_NULL = "NULL"
+_EMPTY = "''"
+
+
+def _value_kind(value: Any) -> Any:
+    if value is None:
+        return _NULL
+    if value == "" and type(value) is str:
+        return _EMPTY
+    return value if hasattr(value, "resolve_expression") else _PARAMETER
+
+
+def _takes_literal(field: Any, kind: str) -> bool:
+    """Whether ``kind`` written as SQL stores what the field would (not for JSON: its None is
+    stored as JSON null or SQL NULL as the field decides)."""
+    if field.is_relation:
+        return kind is _NULL
+    internal_type = field.get_internal_type()
+    if kind is _EMPTY:
+        return internal_type in ("CharField", "TextField")
+    return internal_type in _PLAIN or internal_type == "DateTimeField"
+
+
 def _assignments(
     db: BaseDatabaseWrapper, model: type[Model], shape: tuple[tuple[str, Any], ...]
 ) -> Assignments:
@@ -258,13 +351,17 @@ def _assignments(
     compiler = query.get_compiler(connection=db)
     parts: list[str] = []
     slots: list[tuple[str | None, Any]] = []
-    for name, expression in shape:
-        target = db.ops.quote_name(model._meta.get_field(name).column)
-        if expression is None:
+    for name, kind in shape:
+        field = model._meta.get_field(name)
+        target = db.ops.quote_name(field.column)
+        if kind in (_NULL, _EMPTY) and _takes_literal(field, kind):
+            parts.append(f"{target} = {kind}")
+            continue
+        if kind in (_PARAMETER, _NULL, _EMPTY):
             parts.append(f"{target} = %s")
             slots.append((name, _kept_preparer(db, model, name)))
             continue
-        resolved = expression.resolve_expression(query, allow_joins=False, for_save=True)
+        resolved = kind.resolve_expression(query, allow_joins=False, for_save=True)
         sql, params = compiler.compile(resolved)
         parts.append(f"{target} = {sql}")
         slots.extend((None, param) for param in params)
@@ -277,11 +374,10 @@ def assignments(
     """The ``SET`` list of an ``UPDATE`` of ``model`` to ``values``, and its parameters.
 
     ``values`` holds plain values, prepared as their fields prepare them, or constant
-    expressions (``F("attempt") - 1``, a database function), compiled once.
+    expressions (``F("attempt") - 1``, a database function), compiled once. None and ""
+    are written into the statement where that stores the same.
     """
-    shape = tuple(
-        (name, value if hasattr(value, "resolve_expression") else None) for name, value in values.items()
-    )
+    shape = tuple((name, _value_kind(value)) for name, value in values.items())
     made = kept(db, ("set", model._meta.label, shape), lambda: _assignments(db, model, shape))
     params = [fill if name is None else fill(values[name], db) for name, fill in made.slots]
     return made, params

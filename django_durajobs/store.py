@@ -151,14 +151,16 @@ def database_trouble(exc: BaseException) -> bool:
         return True
 
 
-def append_log(job_id: int, line: Any) -> None:
+def append_log(
+    job_id: int, line: Any, db: BaseDatabaseWrapper | None = None, at: datetime | None = None
+) -> None:
     """Store one redacted, shortened log line (unfenced: a worker's lease fences it by other means)."""
-    db = sql.database()
+    db = db or sql.database()
 
     def insert() -> str:
         return f"INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) VALUES (%s, %s, %s)"
 
-    params = [job_id, sql.prepared_datetime(db, timezone.now()), clean_log_line(line)]
+    params = [job_id, sql.prepared_datetime(db, at or timezone.now()), clean_log_line(line)]
     sql.run(db, sql.statement(db, ("log",), insert), params)
 
 
@@ -1137,12 +1139,12 @@ class Lease:
         looked for: ``claim()`` looks for those first.
         """
         db = sql.database()
+        now = timezone.now()
         status = fields["status"]
         due_at = fields.get("next_run_at")
-        due_now = status in DUE_STATUSES and due_at is not None and due_at <= timezone.now()
+        due_now = status in DUE_STATUSES and due_at is not None and due_at <= now
         update, params = self._update_job(
-            db,
-            {"locked_by": "", "locked_at": None, "lease_token": "", "updated_at": timezone.now(), **fields},
+            db, {"locked_by": "", "locked_at": None, "lease_token": "", "updated_at": now, **fields}
         )
         steps = list(steps)
         kinds = known_kinds()
@@ -1152,7 +1154,7 @@ class Lease:
             # The common case, a job done: its outcome, its log line and the next claim in one statement.
             shape = (update, len(kinds), len(self.queues)) if claiming else (update,)
             statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
-            params += [timezone.now(), clean_log_line(log_line)]
+            params += [now, clean_log_line(log_line)]
             if claiming:
                 params += _claim_params(db, Status.QUEUED, kinds, self.queues, self.worker_id, token)
             rows = sql.fetch(db, statement, params)
@@ -1160,13 +1162,13 @@ class Lease:
                 raise self._lost()
             successor = sql.read_rows(db, Job, rows)[0] if claiming and rows[0][0] is not None else None
         else:
-            with transaction.atomic():
+            with sql.transaction(db, statements_only=not trim):
                 for step in steps:  # while the job is still ours: the update below gives it up
                     self._update_step(db, step, {"state": step.state, "detail": step.detail})
                 if not sql.run(db, update, params):
                     raise self._lost()
                 if log_line:
-                    append_log(self.job.pk, log_line)
+                    append_log(self.job.pk, log_line, db, now)
                 if trim:
                     trim_log(self.job.pk)
                 if due_now:

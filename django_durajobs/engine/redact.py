@@ -109,7 +109,15 @@ def _redacted_text(text: str, words: tuple[str, ...]) -> str:
 
 def shown_text(value: Any, limit: int | None = None) -> str:
     """Text a job shows (log line, error, wait reason, message), fit to store: redacted, shortened."""
-    text = redact_text(storable_text(str(value)))
+    return _shown_text(str(value), limit, _sensitive_words())
+
+
+@lru_cache(maxsize=256)
+def _shown_text(text: str, limit: int | None, words: tuple[str, ...]) -> str:
+    """Kept, like ``_redacted_text``, for the lines every job writes ("Done.")."""
+    text = storable_text(text)
+    if text:
+        text = _redacted_text(text, words)
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
