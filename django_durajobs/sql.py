@@ -294,7 +294,7 @@ def read_rows(db: BaseDatabaseWrapper, model: type[M], rows: Iterable[Sequence[A
             instance = model.__new__(model)
             state = instance._state = ModelState()
             state.adding, state.db = False, db.alias
-            instance.__dict__.update(zip(attnames, values))
+            instance.__dict__.update(zip(attnames, values, strict=True))
         else:
             instance = model.from_db(db.alias, None, values)
         instances.append(instance)
