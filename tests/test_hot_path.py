@@ -8,12 +8,16 @@
   is ``test_database.test_workers_ride_out_a_postgresql_restart[immediate]``), and only these
   statements are prepared.
 - Whoever watches the queries (``CaptureQueriesContext``, ``DEBUG``) sees these statements too.
+- What the kept statements write and read is what the ORM writes and reads (empty values written
+  as literals, instances built without ``__init__``), and a finish that fails half-way leaves
+  nothing behind, also in the bare transaction it takes on SQLite.
 """
 
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection
+from django.db.models.signals import post_init
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
@@ -307,3 +311,130 @@ def test_a_heartbeat_does_not_call_a_just_finished_job_lost(queue, caplog):
 
     warned = [record.getMessage() for record in caplog.records if "lease lost" in record.getMessage()]
     assert warned == [f"Job {taken.pk}: lease lost to another worker; its thread will abandon it"]
+
+
+# As the ORM writes and reads ----------------------------------------------------------------
+
+
+def test_a_claimed_job_is_the_job_the_orm_reads(queue):
+    enqueue("states_basic", subject={"host": "web-1", "ports": [80, 443]}, queue=queue, label="Web")
+    lease = claim_in(queue)
+
+    read = Job.objects.get(pk=lease.job.pk)
+    fields = [field.attname for field in Job._meta.concrete_fields]
+    assert {name: getattr(lease.job, name) for name in fields} == {name: getattr(read, name) for name in fields}
+    assert (lease.job._state.adding, lease.job._state.db) == (False, "default")
+    lease.job.label = "Renamed"
+    lease.job.save(update_fields=["label"])  # an instance like any other
+    assert Job.objects.get(pk=read.pk).label == "Renamed"
+
+
+def test_init_receivers_see_claimed_jobs(queue):
+    """Without receivers a claim builds the instance directly; with one, as the ORM does."""
+    enqueue("states_basic", queue=queue)
+    seen = []
+
+    def record(sender, instance, **kwargs):
+        seen.append(instance.pk)
+
+    post_init.connect(record, sender=Job)
+    try:
+        lease = claim_in(queue)
+    finally:
+        post_init.disconnect(record, sender=Job)
+    assert seen == [lease.job.pk]
+
+
+def stored(pk: int, columns: list[str]) -> dict:
+    """Each column's stored value and whether it is SQL NULL, read past the ORM."""
+    quote = connection.ops.quote_name
+    selected = ", ".join(f"{quote(column)}, {quote(column)} IS NULL" for column in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {selected} FROM {quote(Job._meta.db_table)} WHERE id = %s", [pk])
+        row = cursor.fetchone()
+    return {column: (row[2 * index], bool(row[2 * index + 1])) for index, column in enumerate(columns)}
+
+
+def test_a_finish_stores_empty_values_as_the_orm_would(queue):
+    """None and "" go into the statement as literals where that stores the same; a JSON field's
+    None stays whatever the field makes of it."""
+    finished, _ = enqueue("states_basic", queue=queue, priority=1)
+    updated, _ = enqueue("states_basic", queue=queue)
+    Job.objects.filter(pk__in=[finished.pk, updated.pk]).update(
+        error="boom", wait_reason="later", result={"x": 1}, resume_data=[1], eta_at=finished.created_at
+    )
+    outcome = {
+        "status": Status.FAILED,
+        "error": "",
+        "wait_reason": "",
+        "result": None,
+        "resume_data": None,
+        "eta_at": None,
+        "parent_id": None,
+    }
+    lease = claim_in(queue)
+    assert lease.job.pk == finished.pk
+    lease.finish(dict(outcome), trim=False)
+    Job.objects.filter(pk=updated.pk).update(locked_by="", lease_token="", locked_at=None, **outcome)
+
+    columns = ["status", "error", "wait_reason", "result", "resume_data", "eta_at", "parent_id", "locked_by"]
+    assert stored(finished.pk, columns) == stored(updated.pk, columns)
+    assert stored(finished.pk, ["error"])["error"] == ("", False)
+
+
+@pytest.fixture
+def failing_log(db_vendor):
+    """A trigger that makes storing the log line "Done." fail, as a full disk would."""
+    table = connection.ops.quote_name("django_durajobs_joblog")
+    create, drop = {
+        "sqlite": (
+            [
+                f"CREATE TRIGGER durajobs_test_log_full BEFORE INSERT ON {table} WHEN NEW.line = 'Done.' "
+                "BEGIN SELECT RAISE(ABORT, 'log full'); END"
+            ],
+            ["DROP TRIGGER durajobs_test_log_full"],
+        ),
+        "postgresql": (
+            [
+                "CREATE FUNCTION durajobs_test_log_full() RETURNS trigger AS $$ BEGIN "
+                "IF NEW.line = 'Done.' THEN RAISE EXCEPTION 'log full'; END IF; RETURN NEW; END $$ "
+                "LANGUAGE plpgsql",
+                f"CREATE TRIGGER durajobs_test_log_full BEFORE INSERT ON {table} "
+                "FOR EACH ROW EXECUTE FUNCTION durajobs_test_log_full()",
+            ],
+            [f"DROP TRIGGER durajobs_test_log_full ON {table}", "DROP FUNCTION durajobs_test_log_full()"],
+        ),
+        "mysql": (
+            [
+                f"CREATE TRIGGER durajobs_test_log_full BEFORE INSERT ON {table} FOR EACH ROW "
+                "BEGIN IF NEW.line = 'Done.' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'log full'; "
+                "END IF; END"
+            ],
+            ["DROP TRIGGER durajobs_test_log_full"],
+        ),
+    }[db_vendor]
+    with connection.cursor() as cursor:
+        for statement in create:
+            cursor.execute(statement)
+    yield
+    with connection.cursor() as cursor:
+        for statement in drop:
+            cursor.execute(statement)
+
+
+def test_a_finish_that_fails_half_way_leaves_nothing_behind(queue, failing_log, revert_lookup_not_due):
+    running, _ = enqueue("states_basic", queue=queue, priority=1)
+    waiting, _ = enqueue("states_basic", queue=queue)
+    lease = claim_in(queue)
+
+    with pytest.raises(DatabaseError):
+        execute(lease, then_claim=lambda: True)
+
+    assert not connection.in_atomic_block
+    if connection.vendor == "sqlite":
+        assert not connection.connection.in_transaction
+    job = Job.objects.get(pk=running.pk)
+    assert (job.status, job.lease_token) == (Status.RUNNING, lease.token)  # still ours, to finish again
+    assert not job.log_lines.filter(line="Done.").exists()
+    assert Job.objects.get(pk=waiting.pk).status == Status.QUEUED
+    assert lease.successor is None
