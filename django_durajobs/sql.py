@@ -262,12 +262,25 @@ def prepared_datetime(db: BaseDatabaseWrapper, value: Any) -> Any:
 _TEXT_MOMENTS = frozenset({"sqlite", "mysql"})
 
 
+def read_moment(value: Any, expression: Any, db: BaseDatabaseWrapper) -> Any:
+    """A moment as Django's ``convert_datetimefield_value`` reads it: where the driver hands
+    over a naive moment in UTC (SQLite, MySQL), it only needs its time zone; a claimed row has five."""
+    if type(value) is datetime and value.tzinfo is None and db.timezone is UTC:
+        return value.replace(tzinfo=UTC)
+    return db.ops.convert_datetimefield_value(value, expression, db)
+
+
 def _converters(db: BaseDatabaseWrapper, model: type[Model]) -> list[tuple[int, list, Any]]:
     table_name = model._meta.db_table
     found = []
     for index, field in enumerate(model._meta.concrete_fields):
         col = field.get_col(table_name)
         functions = db.ops.get_db_converters(col) + field.get_db_converters(db)
+        if db.vendor in _TEXT_MOMENTS:
+            functions = [
+                read_moment if function == db.ops.convert_datetimefield_value else function
+                for function in functions
+            ]
         if functions:
             found.append((index, functions, col))
     return found

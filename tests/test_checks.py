@@ -46,3 +46,16 @@ def test_manage_py_check_runs_these_checks():
 
 def test_prepared_statements_may_be_turned_off():
     assert ids({"PREPARED_STATEMENTS": False}) == []
+
+
+def test_a_changed_setting_is_seen_at_once_and_the_old_value_after(settings):
+    from django_durajobs.conf import get_setting
+
+    before = get_setting("LOG_LINES_KEPT")
+    with override_settings(DURAJOBS={"LOG_LINES_KEPT": before + 7}):
+        assert get_setting("LOG_LINES_KEPT") == before + 7
+    assert get_setting("LOG_LINES_KEPT") == before
+    settings.DURAJOBS = {"LOG_LINES_KEPT": 3}  # pytest-django's fixture: override_settings too
+    assert get_setting("LOG_LINES_KEPT") == 3
+    settings.DURAJOBS["LOG_LINES_KEPT"] = 4  # changed in place
+    assert get_setting("LOG_LINES_KEPT") == 4

