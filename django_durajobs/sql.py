@@ -255,7 +255,7 @@ def prepared_datetime(db: BaseDatabaseWrapper, value: Any) -> Any:
     moment already in UTC needs only its time zone dropped: the worker writes several per job.
     """
     if type(value) is datetime and value.tzinfo is UTC and db.vendor in _TEXT_MOMENTS and db.timezone is UTC:
-        return str(value.replace(tzinfo=None))
+        return value.isoformat(" ")[:-6]  # as str() of it without its "+00:00"
     return db.ops.adapt_datetimefield_value(value)
 
 
@@ -266,7 +266,7 @@ def read_moment(value: Any, expression: Any, db: BaseDatabaseWrapper) -> Any:
     """A moment as Django's ``convert_datetimefield_value`` reads it: where the driver hands
     over a naive moment in UTC (SQLite, MySQL), it only needs its time zone; a claimed row has five."""
     if type(value) is datetime and value.tzinfo is None and db.timezone is UTC:
-        return value.replace(tzinfo=UTC)
+        return datetime.combine(value.date(), value.time(), UTC)  # replace(tzinfo=) is slower
     return db.ops.convert_datetimefield_value(value, expression, db)
 
 

@@ -15,13 +15,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
 import pytest
 from django.db import DatabaseError, connection
 from django.db.models.signals import post_init
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from django_durajobs import Job, JobStep, Status, drain, enqueue, enqueue_many, store
+from django_durajobs import Job, JobStep, Status, drain, enqueue, enqueue_many, sql, store
 from django_durajobs.engine.runner import execute
 from django_durajobs.registry import job, unregister
 from django_durajobs.signals import job_changed
@@ -441,3 +444,23 @@ def test_a_finish_that_fails_half_way_leaves_nothing_behind(queue, failing_log, 
     assert not job.log_lines.filter(line="Done.").exists()
     assert Job.objects.get(pk=waiting.pk).status == Status.QUEUED
     assert lease.successor is None
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        pytest.param(datetime(2026, 12, 1, 9, 30, 5, 123456, tzinfo=UTC), id="UTC"),
+        pytest.param(datetime(2026, 12, 1, 9, 30, 5, tzinfo=UTC), id="UTC, whole second"),
+        pytest.param(datetime(2026, 12, 1, 9, 30, 5, 7, tzinfo=ZoneInfo("Europe/Vienna")), id="another zone"),
+        pytest.param(None, id="None"),
+    ],
+)
+def test_moments_go_to_and_come_from_the_driver_as_django_converts_them(moment):
+    db = connection
+    written = sql.prepared_datetime(db, moment)
+    assert written == db.ops.adapt_datetimefield_value(moment)
+    if db.vendor in ("sqlite", "mysql") and moment is not None:
+        naive = datetime.fromisoformat(written)  # what the driver hands back
+        field = Job._meta.get_field("created_at")
+        assert sql.read_moment(naive, field.get_col(Job._meta.db_table), db) == moment
+        assert sql.read_moment(naive, None, db) == db.ops.convert_datetimefield_value(naive, None, db)
