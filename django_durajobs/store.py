@@ -1013,7 +1013,9 @@ class Lease:
         self.queues = queues  # what it was claimed from; a successor is claimed from them too
         #: The worker's next job, when giving this one up claimed it too (``finish(then_claim=…)``).
         self.successor: Lease | None = None
-        self.finished = False  # its outcome is recorded: the job is no longer held
+        #: Its outcome is being recorded, or was: whether the lease was lost is then its job
+        #: thread's to tell (a heartbeat meanwhile finds the token already cleared).
+        self.finishing = False
         self._renewed = time.monotonic()
 
     def _lost(self) -> LeaseLost:
@@ -1138,6 +1140,7 @@ class Lease:
         per job for claiming and finishing, not two. Not when pending reverts are due to be
         looked for: ``claim()`` looks for those first.
         """
+        self.finishing = True
         db = sql.database()
         now = timezone.now()
         status = fields["status"]
@@ -1176,7 +1179,6 @@ class Lease:
                 successor = (
                     _claim_one(db, Status.QUEUED, self.queues, self.worker_id, token) if claiming else None
                 )
-        self.finished = True
         if successor is not None:
             self.successor = Lease(successor, self.worker_id, token, self.queues)
         changed_to(self.job, self.job.status, status, fields)

@@ -207,8 +207,8 @@ class Worker:
             leases = list(self._held.values())
         lost = store.heartbeat(leases)
         with self._lock:
-            # Not the ones that just gave their job up: their thread may not have moved on yet.
-            still_held = [lease for lease in lost if not lease.finished and lease in self._held.values()]
+            # Not the ones whose outcome is being recorded: their own thread tells if it was lost.
+            still_held = [lease for lease in lost if not lease.finishing and lease in self._held.values()]
         for lease in still_held:
             logger.warning("Job %s: lease lost to another worker; its thread will abandon it", lease.job.pk)
 

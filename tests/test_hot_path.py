@@ -296,7 +296,7 @@ def test_watched_queries_see_the_hot_path(queue):
 
 
 def test_a_heartbeat_does_not_call_a_just_finished_job_lost(queue, caplog):
-    """Between recording an outcome and moving on, a job thread still lists its lease as held."""
+    """From the start of recording an outcome until its thread moves on, a lease is still listed as held."""
     from django_durajobs.worker import Worker
 
     enqueue("states_basic", queue=queue)
