@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -130,26 +130,30 @@ def transaction(db: BaseDatabaseWrapper, *, statements_only: bool) -> AbstractCo
         and db.vendor == "sqlite"
         and not (db.in_atomic_block or db.queries_logged or db.execute_wrappers)
     ):
-        return _bare_transaction(db)
+        return _BareTransaction(db)
     return django_transaction.atomic(using=db.alias)
 
 
-@contextmanager
-def _bare_transaction(db: BaseDatabaseWrapper) -> Iterator[None]:
-    db.ensure_connection()
-    raw = db.connection
-    begin = kept(db, ("begin",), lambda: f"BEGIN {db.transaction_mode or ''}".strip())
-    with db.wrap_database_errors:
-        raw.execute(begin)
-    try:
-        yield
+class _BareTransaction:
+    def __init__(self, db: BaseDatabaseWrapper) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        db = self.db
+        db.ensure_connection()
+        begin = kept(db, ("begin",), lambda: f"BEGIN {db.transaction_mode or ''}".strip())
         with db.wrap_database_errors:
-            raw.commit()
-    except BaseException:
-        if raw.in_transaction:
-            with db.wrap_database_errors:
-                raw.rollback()
-        raise
+            db.connection.execute(begin)
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        raw = self.db.connection
+        with self.db.wrap_database_errors:
+            try:
+                if exc_type is None:
+                    raw.commit()
+            finally:
+                if raw.in_transaction:  # the block failed, or the commit did
+                    raw.rollback()
 
 
 def _preparing_cursor(db: BaseDatabaseWrapper) -> Any:
@@ -245,7 +249,7 @@ def _preparer(model: type[Model], name: str) -> Callable[[Any, BaseDatabaseWrapp
 def _kept_preparer(
     db: BaseDatabaseWrapper, model: type[Model], name: str
 ) -> Callable[[Any, BaseDatabaseWrapper], Any]:
-    return kept(db, ("prepare", model._meta.label, name), lambda: _preparer(model, name))
+    return kept(db, ("prepare", model, name), lambda: _preparer(model, name))
 
 
 def prepared_datetime(db: BaseDatabaseWrapper, value: Any) -> Any:
@@ -292,8 +296,8 @@ def read_rows(db: BaseDatabaseWrapper, model: type[M], rows: Iterable[Sequence[A
     Built as ``Model.__init__`` builds them from a row, without sending ``pre_init`` and
     ``post_init`` when nothing listens to them for ``model``: a claim reads a row per job.
     """
-    converters = kept(db, ("converters", model._meta.label), lambda: _converters(db, model))
-    attnames = kept(db, ("attnames", model._meta.label), lambda: _attnames(model))
+    converters = kept(db, ("converters", model), lambda: _converters(db, model))
+    attnames = kept(db, ("attnames", model), lambda: _attnames(model))
     plain = not (pre_init.has_listeners(model) or post_init.has_listeners(model))
     instances = []
     for row in rows:
@@ -336,14 +340,6 @@ class Assignments:
 _PARAMETER = None
 _NULL = "NULL"
 _EMPTY = "''"
-
-
-def _value_kind(value: Any) -> Any:
-    if value is None:
-        return _NULL
-    if value == "" and type(value) is str:
-        return _EMPTY
-    return value if hasattr(value, "resolve_expression") else _PARAMETER
 
 
 def _takes_literal(field: Any, kind: str) -> bool:
@@ -390,7 +386,18 @@ def assignments(
     expressions (``F("attempt") - 1``, a database function), compiled once. None and ""
     are written into the statement where that stores the same.
     """
-    shape = tuple((name, _value_kind(value)) for name, value in values.items())
-    made = kept(db, ("set", model._meta.label, shape), lambda: _assignments(db, model, shape))
+    kinds = []
+    for name, value in values.items():
+        if value is None:
+            kind = _NULL
+        elif type(value) is str:
+            kind = _EMPTY if value == "" else _PARAMETER
+        elif hasattr(value, "resolve_expression"):
+            kind = value
+        else:
+            kind = _PARAMETER
+        kinds.append((name, kind))
+    shape = tuple(kinds)
+    made = kept(db, ("set", model, shape), lambda: _assignments(db, model, shape))
     params = [fill if name is None else fill(values[name], db) for name, fill in made.slots]
     return made, params

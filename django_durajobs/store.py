@@ -1032,7 +1032,7 @@ class Lease:
                 f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s"
             )
 
-        return sql.statement(db, ("update job", assignments), update), [*params, self.job.pk, self.token]
+        return sql.statement(db, ("update job", assignments), update), [*params, self.job.id, self.token]
 
     def _update_step(
         self, db: BaseDatabaseWrapper, step: JobStep, fields: dict[str, Any], *, start: bool = False
@@ -1056,7 +1056,7 @@ class Lease:
                 f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s{not_cancelled}){flush}"
             )
 
-        params += [self.job.pk, step.phase, step.step_id, self.job.pk, self.token]
+        params += [self.job.id, step.phase, step.step_id, self.job.id, self.token]
         if start:
             params.append(False)
         statement = sql.statement(db, ("update step", assignments, start, flush), update)
@@ -1171,7 +1171,7 @@ class Lease:
                 if not sql.run(db, update, params):
                     raise self._lost()
                 if log_line:
-                    append_log(self.job.pk, log_line, db, now)
+                    append_log(self.job.id, log_line, db, now)
                 if trim:
                     trim_log(self.job.pk)
                 if due_now:
