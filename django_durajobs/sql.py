@@ -363,10 +363,11 @@ def _assignments(
     for name, kind in shape:
         field = model._meta.get_field(name)
         target = db.ops.quote_name(field.column)
-        if kind in (_NULL, _EMPTY) and _takes_literal(field, kind):
+        literal = kind is _NULL or kind is _EMPTY
+        if literal and _takes_literal(field, kind):
             parts.append(f"{target} = {kind}")
             continue
-        if kind in (_PARAMETER, _NULL, _EMPTY):
+        if literal or kind is _PARAMETER:
             parts.append(f"{target} = %s")
             slots.append((name, _kept_preparer(db, model, name)))
             continue
