@@ -215,9 +215,26 @@ class JobStep(models.Model):
         return f"{self.step_id} ({self.state})"
 
 
+class LogLineId(models.BigAutoField):
+    """An auto-increasing id that on SQLite is a plain ``INTEGER PRIMARY KEY``, without
+    ``AUTOINCREMENT``.
+
+    Every job writes a log line, and ``AUTOINCREMENT`` makes each insert rewrite the
+    ``sqlite_sequence`` table too: a page more in every commit. A new line's id is still
+    larger than every id in the table, so a job's lines stay in order; only the id of a
+    deleted newest line may come back.
+    """
+
+    def db_type_suffix(self, connection):
+        if connection.vendor == "sqlite":
+            return None
+        return super().db_type_suffix(connection)
+
+
 class JobLog(models.Model):
     """A log line of a job, redacted before it was stored."""
 
+    id = LogLineId(primary_key=True, serialize=False, verbose_name="ID")
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_lines", verbose_name=_("job"))
     at = models.DateTimeField(_("at"), auto_now_add=True)
     line = models.TextField(_("line"))

@@ -203,6 +203,28 @@ def columns(db: BaseDatabaseWrapper, model: type[Model]) -> str:
     return ", ".join(db.ops.quote_name(field.column) for field in model._meta.concrete_fields)
 
 
+def returned_columns(db: BaseDatabaseWrapper, model: type[Model]) -> str:
+    """``columns(model)`` for a ``RETURNING`` or ``SELECT`` whose rows go to ``read_rows``.
+
+    On SQLite a column whose declared type has a converter in the driver (Django registers
+    them for ``datetime`` and ``bool``) is written ``+column``: the unary plus returns the
+    value as stored but hides the declared type, so the driver hands over the text and
+    ``read_rows`` converts it once, as the field does, instead of the driver's converter
+    first (a claimed job has seven such columns).
+    """
+    if db.vendor != "sqlite":
+        return columns(db, model)
+    import sqlite3
+
+    converted = {name.upper() for name in sqlite3.converters}
+    return ", ".join(
+        f"+{db.ops.quote_name(field.column)}"
+        if (field.db_type(db) or "").upper() in converted
+        else db.ops.quote_name(field.column)
+        for field in model._meta.concrete_fields
+    )
+
+
 #: Fields whose value, when it is already a str, an int, a bool or None, goes to the driver as it is.
 _PLAIN = frozenset(
     {
@@ -258,9 +280,19 @@ def prepared_datetime(db: BaseDatabaseWrapper, value: Any) -> Any:
     Where the database takes moments as text in UTC (SQLite, MySQL with Django's defaults), a
     moment already in UTC needs only its time zone dropped: the worker writes several per job.
     """
+    global _last_moment
     if type(value) is datetime and value.tzinfo is UTC and db.vendor in _TEXT_MOMENTS and db.timezone is UTC:
-        return value.isoformat(" ")[:-6]  # as str() of it without its "+00:00"
+        last = _last_moment
+        if last[0] is value:  # a finish writes its moment more than once, and claims with it
+            return last[1]
+        text = value.isoformat(" ")[:-6]  # as str() of it without its "+00:00"
+        _last_moment = (value, text)
+        return text
     return db.ops.adapt_datetimefield_value(value)
+
+
+#: The last moment ``prepared_datetime`` wrote as text, and that text (datetimes are immutable).
+_last_moment: tuple[Any, str] = (None, "")
 
 
 _TEXT_MOMENTS = frozenset({"sqlite", "mysql"})
@@ -268,9 +300,16 @@ _TEXT_MOMENTS = frozenset({"sqlite", "mysql"})
 
 def read_moment(value: Any, expression: Any, db: BaseDatabaseWrapper) -> Any:
     """A moment as Django's ``convert_datetimefield_value`` reads it: where the driver hands
-    over a naive moment in UTC (SQLite, MySQL), it only needs its time zone; a claimed row has five."""
-    if type(value) is datetime and value.tzinfo is None and db.timezone is UTC:
-        return datetime.combine(value.date(), value.time(), UTC)  # replace(tzinfo=) is slower
+    over a naive moment in UTC (MySQL), or its text (SQLite, ``returned_columns``), it only needs
+    parsing and its time zone; a claimed row has five."""
+    if db.timezone is UTC:
+        if type(value) is str:
+            try:
+                value = datetime.fromisoformat(value)
+            except ValueError:  # not as Django writes moments: let Django read it
+                return db.ops.convert_datetimefield_value(value, expression, db)
+        if type(value) is datetime and value.tzinfo is None:
+            return datetime.combine(value.date(), value.time(), UTC)  # replace(tzinfo=) is slower
     return db.ops.convert_datetimefield_value(value, expression, db)
 
 
@@ -304,6 +343,8 @@ def read_rows(db: BaseDatabaseWrapper, model: type[M], rows: Iterable[Sequence[A
         values = list(row)
         for index, functions, col in converters:
             value = values[index]
+            if value is None:  # what every converter of these models makes of NULL
+                continue
             for function in functions:
                 value = function(value, col, db)
             values[index] = value
@@ -340,6 +381,9 @@ class Assignments:
 _PARAMETER = None
 _NULL = "NULL"
 _EMPTY = "''"
+#: Types that are surely values, not expressions (asking a value for ``resolve_expression``
+#: raises and catches an AttributeError).
+_VALUES = frozenset({bool, int, float, datetime, dict, list})
 
 
 def _takes_literal(field: Any, kind: str) -> bool:
@@ -393,10 +437,10 @@ def assignments(
             kind = _NULL
         elif type(value) is str:
             kind = _EMPTY if value == "" else _PARAMETER
-        elif hasattr(value, "resolve_expression"):
-            kind = value
-        else:
+        elif type(value) in _VALUES or not hasattr(value, "resolve_expression"):
             kind = _PARAMETER
+        else:
+            kind = value
         kinds.append((name, kind))
     shape = tuple(kinds)
     made = kept(db, ("set", model, shape), lambda: _assignments(db, model, shape))

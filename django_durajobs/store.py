@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
+import random
 import socket
 import time
 import uuid
@@ -101,8 +101,15 @@ def no_flush(db: BaseDatabaseWrapper) -> str:
     return ""
 
 
+#: Lease tokens need to be unique, not secret (whoever can read them can write the rows they
+#: fence): each process draws them from a generator of its own, seeded by the OS, again in a
+#: forked child. A token from ``secrets`` costs a system call, and a worker takes one per job.
+_tokens = random.Random()
+os.register_at_fork(after_in_child=_tokens.seed)
+
+
 def new_token() -> str:
-    return secrets.token_hex(16)
+    return f"{_tokens.getrandbits(128):032x}"
 
 
 def worker_prefix(name: str | None = None) -> str:
@@ -152,16 +159,35 @@ def database_trouble(exc: BaseException) -> bool:
 
 
 def append_log(
-    job_id: int, line: Any, db: BaseDatabaseWrapper | None = None, at: datetime | None = None
+    job_id: int,
+    line: Any,
+    db: BaseDatabaseWrapper | None = None,
+    at: datetime | None = None,
+    *,
+    only_after_others: bool = False,
 ) -> None:
-    """Store one redacted, shortened log line (unfenced: a worker's lease fences it by other means)."""
+    """Store one redacted, shortened log line (unfenced: a worker's lease fences it by other means);
+    with ``only_after_others``, only when the job's log has lines already."""
     db = db or sql.database()
 
     def insert() -> str:
-        return f"INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) VALUES (%s, %s, %s)"
+        table = sql.table(db, JobLog)
+        if not only_after_others:
+            return f"INSERT INTO {table} (job_id, at, line) VALUES (%s, %s, %s)"
+        return (
+            f"INSERT INTO {table} (job_id, at, line) SELECT %s, %s, %s{_from_nothing(db)} "
+            f"WHERE EXISTS (SELECT 1 FROM {table} WHERE job_id = %s)"
+        )
 
     params = [job_id, sql.prepared_datetime(db, at or timezone.now()), clean_log_line(line)]
-    sql.run(db, sql.statement(db, ("log",), insert), params)
+    if only_after_others:
+        params.append(job_id)
+    sql.run(db, sql.statement(db, ("log", only_after_others), insert), params)
+
+
+def _from_nothing(db: BaseDatabaseWrapper) -> str:
+    """What a ``SELECT`` of values alone needs before its ``WHERE`` (MySQL wants a table)."""
+    return " FROM DUAL" if db.vendor == "mysql" else ""
 
 
 def clean_log_line(line: Any) -> str:
@@ -647,14 +673,21 @@ CLAIM_RETURNING = frozenset({"postgresql", "sqlite"})
 
 
 def _claim_one(
-    db: BaseDatabaseWrapper, status: str, queues: tuple[str, ...], worker_id: str, token: str
+    db: BaseDatabaseWrapper,
+    status: str,
+    queues: tuple[str, ...],
+    worker_id: str,
+    token: str,
+    now: datetime | None = None,
 ) -> Job | None:
+    """Claim one job in ``status``; ``now`` is the moment it is claimed at (a finish passes its own)."""
     kinds = known_kinds()
     if not kinds:
         return None
+    now = now or timezone.now()
     if db.vendor in CLAIM_RETURNING:
-        return _claim_returning(db, status, kinds, queues, worker_id, token)
-    return _claim_locked(db, status, kinds, queues, worker_id, token)
+        return _claim_returning(db, status, kinds, queues, worker_id, token, now)
+    return _claim_locked(db, status, kinds, queues, worker_id, token, now)
 
 
 def _claim_returning(
@@ -664,13 +697,14 @@ def _claim_returning(
     queues: tuple[str, ...],
     worker_id: str,
     token: str,
+    now: datetime,
 ) -> Job | None:
     """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING …`` (on PostgreSQL the subquery locks
     with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip."""
     flush = no_flush(db)
     shape = (status, len(kinds), len(queues), flush)
     statement = sql.statement(db, ("claim", *shape), lambda: _claim_sql(db, *shape))
-    rows = sql.fetch(db, statement, _claim_params(db, status, kinds, queues, worker_id, token))
+    rows = sql.fetch(db, statement, _claim_params(db, status, kinds, queues, worker_id, token, now))
     return sql.read_rows(db, Job, rows)[0] if rows else None
 
 
@@ -681,6 +715,7 @@ def _claim_locked(
     queues: tuple[str, ...],
     worker_id: str,
     token: str,
+    now: datetime,
 ) -> Job | None:
     """MySQL/MariaDB, which cannot return what an UPDATE changed: read the most urgent due job,
     locked (``SKIP LOCKED`` where the server has it), and take it, in one transaction.
@@ -702,9 +737,8 @@ def _claim_locked(
         )
 
     take = sql.statement(db, ("claim take", status), take_sql)
+    prepared_now = sql.prepared_datetime(db, now)
     for _ in range(10):
-        now = timezone.now()
-        prepared_now = sql.prepared_datetime(db, now)
         with transaction.atomic():
             rows = sql.fetch(db, pick, _pick_params(status, kinds, queues, prepared_now))
             if not rows:
@@ -770,7 +804,7 @@ def _claim_sql(
     return (
         f"UPDATE {sql.table(db, Job)} SET {_taking_sql(db, status)} "
         f"WHERE {quote('id')} = ({pick}) AND {quote('status')} = %s AND {quote('locked_by')} = ''{flush} "
-        f"RETURNING {sql.columns(db, Job)}"
+        f"RETURNING {sql.returned_columns(db, Job)}"
     )
 
 
@@ -781,9 +815,10 @@ def _claim_params(
     queues: tuple[str, ...],
     worker_id: str,
     token: str,
+    now: datetime,
 ) -> list[Any]:
     """The parameters of ``_claim_sql``, in its order."""
-    now = sql.prepared_datetime(db, timezone.now())
+    now = sql.prepared_datetime(db, now)
     return [*_taking_params(status, worker_id, token, now), *_pick_params(status, kinds, queues, now), status]
 
 
@@ -1132,8 +1167,13 @@ class Lease:
         log_line: str | None = None,
         trim: bool = True,
         then_claim: Callable[[], bool] | None = None,
+        *,
+        log_only_after_others: bool = False,
     ) -> None:
         """Apply the run's outcome and give the job up, fenced: nothing is written if it is no longer ours.
+
+        With ``log_only_after_others``, ``log_line`` is stored only when the job's log has
+        lines already (see ``append_log``).
 
         When ``then_claim()`` says so, the same statement (or transaction) also claims this
         worker's next queued job, as ``successor``: a worker that keeps busy pays one round trip
@@ -1155,11 +1195,11 @@ class Lease:
         token = new_token() if claiming else ""
         if db.vendor == "postgresql" and log_line and not (steps or trim or due_now):
             # The common case, a job done: its outcome, its log line and the next claim in one statement.
-            shape = (update, len(kinds), len(self.queues)) if claiming else (update,)
+            shape = (update, log_only_after_others, *((len(kinds), len(self.queues)) if claiming else ()))
             statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
             params += [now, clean_log_line(log_line)]
             if claiming:
-                params += _claim_params(db, Status.QUEUED, kinds, self.queues, self.worker_id, token)
+                params += _claim_params(db, Status.QUEUED, kinds, self.queues, self.worker_id, token, now)
             rows = sql.fetch(db, statement, params)
             if not rows:
                 raise self._lost()
@@ -1171,14 +1211,14 @@ class Lease:
                 if not sql.run(db, update, params):
                     raise self._lost()
                 if log_line:
-                    append_log(self.job.id, log_line, db, now)
+                    append_log(self.job.id, log_line, db, now, only_after_others=log_only_after_others)
                 if trim:
                     trim_log(self.job.pk)
                 if due_now:
                     notify_due(self.job.queue)
-                successor = (
-                    _claim_one(db, Status.QUEUED, self.queues, self.worker_id, token) if claiming else None
-                )
+                successor = None
+                if claiming:
+                    successor = _claim_one(db, Status.QUEUED, self.queues, self.worker_id, token, now)
         if successor is not None:
             self.successor = Lease(successor, self.worker_id, token, self.queues)
         changed_to(self.job, self.job.status, status, fields)
@@ -1186,13 +1226,22 @@ class Lease:
             changed_to(successor, Status.QUEUED, Status.RUNNING)
 
     @staticmethod
-    def _finish_sql(db: BaseDatabaseWrapper, update: sql.Statement, kinds: int = 0, queues: int = 0) -> str:
+    def _finish_sql(
+        db: BaseDatabaseWrapper,
+        update: sql.Statement,
+        log_only_after_others: bool = False,
+        kinds: int = 0,
+        queues: int = 0,
+    ) -> str:
         """PostgreSQL: ``update`` (the fenced outcome), its log line and, with ``kinds``, the next claim."""
         quote = db.ops.quote_name
+        log = sql.table(db, JobLog)
+        after_others = (
+            f" WHERE EXISTS (SELECT 1 FROM {log} WHERE job_id = finished.id)" if log_only_after_others else ""
+        )
         finished = (
             f"WITH finished AS ({update.text} RETURNING {quote('id')}), "
-            f"logged AS (INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) "
-            f"SELECT id, %s, %s FROM finished)"
+            f"logged AS (INSERT INTO {log} (job_id, at, line) SELECT id, %s, %s FROM finished{after_others})"
         )
         if not kinds:
             return f"{finished} SELECT id FROM finished"

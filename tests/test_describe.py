@@ -289,6 +289,25 @@ def test_log_shows_the_latest_lines_oldest_first():
     assert JobLog.objects.filter(job=job).count() == 5  # only the latest are kept
 
 
+def test_a_job_done_at_once_without_a_word_leaves_no_log_line():
+    job, _ = enqueue("states_basic")
+    drain()
+    job.refresh_from_db()
+    assert job.status == "done"
+    assert describe(job)["log"] == []
+    assert not JobLog.objects.filter(job=job).exists()
+
+
+def test_done_ends_a_log_that_already_tells_something():
+    job, _ = enqueue("states_basic")
+    django_durajobs.pause(job, by="alice")
+    django_durajobs.resume(job, by="alice")
+    drain()
+    lines = [entry["line"] for entry in describe(job)["log"]]
+    assert len(lines) == 3 and "alice" in lines[0] and "alice" in lines[1]
+    assert lines[2] == "Done."
+
+
 def test_log_is_capped_at_log_lines_kept_even_before_trimming():
     job = JobFactory()
     JobLog.objects.bulk_create(JobLog(job=job, line=f"entry {n}") for n in range(8))

@@ -11,10 +11,12 @@
 - What the kept statements write and read is what the ORM writes and reads (empty values written
   as literals, instances built without ``__init__``), and a finish that fails half-way leaves
   nothing behind, also in the bare transaction it takes on SQLite.
+- Log ids grow without SQLite's ``AUTOINCREMENT``; lease tokens differ in a forked process.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -431,6 +433,7 @@ def failing_log(db_vendor):
 def test_a_finish_that_fails_half_way_leaves_nothing_behind(queue, failing_log, revert_lookup_not_due):
     running, _ = enqueue("states_basic", queue=queue, priority=1)
     waiting, _ = enqueue("states_basic", queue=queue)
+    store.append_log(running.pk, "An earlier line: a done run ends the log with its own.")
     lease = claim_in(queue)
 
     with pytest.raises(DatabaseError):
@@ -464,3 +467,37 @@ def test_moments_go_to_and_come_from_the_driver_as_django_converts_them(moment):
         field = Job._meta.get_field("created_at")
         assert sql.read_moment(naive, field.get_col(Job._meta.db_table), db) == moment
         assert sql.read_moment(naive, None, db) == db.ops.convert_datetimefield_value(naive, None, db)
+
+
+def test_log_line_ids_grow_without_sqlites_autoincrement(queue):
+    """On SQLite the log's ids are a plain ``INTEGER PRIMARY KEY``: no ``sqlite_sequence`` row to
+    rewrite per line; a new line still sorts after every line of its job, also after a trim."""
+    job, _ = enqueue("states_basic", queue=queue)
+    for number in range(5):
+        store.append_log(job.pk, f"line {number}")
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT sql FROM sqlite_master WHERE name = 'django_durajobs_joblog'")
+            assert "AUTOINCREMENT" not in cursor.fetchone()[0].upper()
+    with override_settings(DURAJOBS={"LOG_LINES_KEPT": 2}):
+        store.trim_log(job.pk)
+    store.append_log(job.pk, "after the trim")
+    lines = list(job.log_lines.order_by("id").values_list("line", flat=True))
+    assert lines == ["line 3", "line 4", "after the trim"]
+
+
+def test_a_forked_worker_draws_lease_tokens_of_its_own():
+    """Tokens come from a generator per process, seeded again in a forked child (``runjobs``
+    started by a forking supervisor must not repeat its parent's tokens)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next tokens, then out without running any cleanup
+        os.write(write_end, " ".join(store.new_token() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write_end)
+    parents = {store.new_token() for _ in range(3)}
+    with os.fdopen(read_end) as pipe:
+        childs = set(pipe.read().split())
+    os.waitpid(pid, 0)
+    assert len(childs) == 3 and all(len(token) == 32 for token in childs)
+    assert not parents & childs

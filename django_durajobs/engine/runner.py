@@ -65,10 +65,19 @@ def execute(lease: Lease, then_claim: Callable[[], bool] | None = None) -> str |
         )
     if outcome.fields["status"] not in WAITING:
         outcome.steps += _no_longer_waiting(ctx)
-    # The log grows by a line a run; trimming it is needed only when this run wrote more.
-    trim = ctx.logged or outcome.fields["status"] != Status.DONE
+    # A run done without a word ends its job's log with "Done." only when the log tells a story
+    # already (an earlier try, a wait, an operator's action): a job done at once, as most are,
+    # leaves no log row. Only a run that wrote lines can have grown the log by more than one.
+    quiet = outcome.fields["status"] == Status.DONE and not ctx.logged
     try:
-        lease.finish(outcome.fields, outcome.steps, outcome.log_line, trim=trim, then_claim=then_claim)
+        lease.finish(
+            outcome.fields,
+            outcome.steps,
+            outcome.log_line,
+            trim=not quiet,
+            then_claim=then_claim,
+            log_only_after_others=quiet,
+        )
     except LeaseLost as lost:
         logger.warning("Job %s abandoned before recording its outcome: %s", job.pk, lost)
         return None
