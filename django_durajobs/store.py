@@ -159,35 +159,16 @@ def database_trouble(exc: BaseException) -> bool:
 
 
 def append_log(
-    job_id: int,
-    line: Any,
-    db: BaseDatabaseWrapper | None = None,
-    at: datetime | None = None,
-    *,
-    only_after_others: bool = False,
+    job_id: int, line: Any, db: BaseDatabaseWrapper | None = None, at: datetime | None = None
 ) -> None:
-    """Store one redacted, shortened log line (unfenced: a worker's lease fences it by other means);
-    with ``only_after_others``, only when the job's log has lines already."""
+    """Store one redacted, shortened log line (unfenced: a worker's lease fences it by other means)."""
     db = db or sql.database()
 
     def insert() -> str:
-        table = sql.table(db, JobLog)
-        if not only_after_others:
-            return f"INSERT INTO {table} (job_id, at, line) VALUES (%s, %s, %s)"
-        return (
-            f"INSERT INTO {table} (job_id, at, line) SELECT %s, %s, %s{_from_nothing(db)} "
-            f"WHERE EXISTS (SELECT 1 FROM {table} WHERE job_id = %s)"
-        )
+        return f"INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) VALUES (%s, %s, %s)"
 
     params = [job_id, sql.prepared_datetime(db, at or timezone.now()), clean_log_line(line)]
-    if only_after_others:
-        params.append(job_id)
-    sql.run(db, sql.statement(db, ("log", only_after_others), insert), params)
-
-
-def _from_nothing(db: BaseDatabaseWrapper) -> str:
-    """What a ``SELECT`` of values alone needs before its ``WHERE`` (MySQL wants a table)."""
-    return " FROM DUAL" if db.vendor == "mysql" else ""
+    sql.run(db, sql.statement(db, ("log",), insert), params)
 
 
 def clean_log_line(line: Any) -> str:
@@ -1167,13 +1148,8 @@ class Lease:
         log_line: str | None = None,
         trim: bool = True,
         then_claim: Callable[[], bool] | None = None,
-        *,
-        log_only_after_others: bool = False,
     ) -> None:
         """Apply the run's outcome and give the job up, fenced: nothing is written if it is no longer ours.
-
-        With ``log_only_after_others``, ``log_line`` is stored only when the job's log has
-        lines already (see ``append_log``).
 
         When ``then_claim()`` says so, the same statement (or transaction) also claims this
         worker's next queued job, as ``successor``: a worker that keeps busy pays one round trip
@@ -1193,11 +1169,12 @@ class Lease:
         kinds = known_kinds()
         claiming = bool(then_claim and then_claim() and kinds and time.monotonic() < _next_revert_lookup)
         token = new_token() if claiming else ""
-        if db.vendor == "postgresql" and log_line and not (steps or trim or due_now):
+        if db.vendor == "postgresql" and not (steps or trim or due_now):
             # The common case, a job done: its outcome, its log line and the next claim in one statement.
-            shape = (update, log_only_after_others, *((len(kinds), len(self.queues)) if claiming else ()))
+            shape = (update, bool(log_line), *((len(kinds), len(self.queues)) if claiming else ()))
             statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
-            params += [now, clean_log_line(log_line)]
+            if log_line:
+                params += [now, clean_log_line(log_line)]
             if claiming:
                 params += _claim_params(db, Status.QUEUED, kinds, self.queues, self.worker_id, token, now)
             rows = sql.fetch(db, statement, params)
@@ -1211,7 +1188,7 @@ class Lease:
                 if not sql.run(db, update, params):
                     raise self._lost()
                 if log_line:
-                    append_log(self.job.id, log_line, db, now, only_after_others=log_only_after_others)
+                    append_log(self.job.id, log_line, db, now)
                 if trim:
                     trim_log(self.job.pk)
                 if due_now:
@@ -1229,20 +1206,19 @@ class Lease:
     def _finish_sql(
         db: BaseDatabaseWrapper,
         update: sql.Statement,
-        log_only_after_others: bool = False,
+        logs: bool = True,
         kinds: int = 0,
         queues: int = 0,
     ) -> str:
-        """PostgreSQL: ``update`` (the fenced outcome), its log line and, with ``kinds``, the next claim."""
+        """PostgreSQL: ``update`` (the fenced outcome), with ``logs`` its log line and, with ``kinds``,
+        the next claim."""
         quote = db.ops.quote_name
-        log = sql.table(db, JobLog)
-        after_others = (
-            f" WHERE EXISTS (SELECT 1 FROM {log} WHERE job_id = finished.id)" if log_only_after_others else ""
-        )
-        finished = (
-            f"WITH finished AS ({update.text} RETURNING {quote('id')}), "
-            f"logged AS (INSERT INTO {log} (job_id, at, line) SELECT id, %s, %s FROM finished{after_others})"
-        )
+        finished = f"WITH finished AS ({update.text} RETURNING {quote('id')})"
+        if logs:
+            finished += (
+                f", logged AS (INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) "
+                f"SELECT id, %s, %s FROM finished)"
+            )
         if not kinds:
             return f"{finished} SELECT id FROM finished"
         claim = _claim_sql(

@@ -298,14 +298,10 @@ def test_a_job_done_at_once_without_a_word_leaves_no_log_line():
     assert not JobLog.objects.filter(job=job).exists()
 
 
-def test_done_ends_a_log_that_already_tells_something():
-    job, _ = enqueue("states_basic")
-    django_durajobs.pause(job, by="alice")
-    django_durajobs.resume(job, by="alice")
+def test_done_ends_the_log_of_a_job_that_ran_before():
+    job, _ = enqueue("states_scripted", subject={"plan": ["retry_later", "ok"], "delay": 0})
     drain()
-    lines = [entry["line"] for entry in describe(job)["log"]]
-    assert len(lines) == 3 and "alice" in lines[0] and "alice" in lines[1]
-    assert lines[2] == "Done."
+    assert [entry["line"] for entry in describe(job)["log"]] == ["Runs again in 0 s: rate limited.", "Done."]
 
 
 def test_log_is_capped_at_log_lines_kept_even_before_trimming():

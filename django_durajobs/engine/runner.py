@@ -65,19 +65,12 @@ def execute(lease: Lease, then_claim: Callable[[], bool] | None = None) -> str |
         )
     if outcome.fields["status"] not in WAITING:
         outcome.steps += _no_longer_waiting(ctx)
-    # A run done without a word ends its job's log with "Done." only when the log tells a story
-    # already (an earlier try, a wait, an operator's action): a job done at once, as most are,
-    # leaves no log row. Only a run that wrote lines can have grown the log by more than one.
-    quiet = outcome.fields["status"] == Status.DONE and not ctx.logged
+    # Done without a word: the log needs trimming only when this run wrote more than a line, and
+    # on the job's first run (as most jobs are done) it gets no line at all.
+    said_nothing = outcome.fields["status"] == Status.DONE and not ctx.logged
+    log_line = None if said_nothing and ctx.first_run else outcome.log_line
     try:
-        lease.finish(
-            outcome.fields,
-            outcome.steps,
-            outcome.log_line,
-            trim=not quiet,
-            then_claim=then_claim,
-            log_only_after_others=quiet,
-        )
+        lease.finish(outcome.fields, outcome.steps, log_line, trim=not said_nothing, then_claim=then_claim)
     except LeaseLost as lost:
         logger.warning("Job %s abandoned before recording its outcome: %s", job.pk, lost)
         return None
