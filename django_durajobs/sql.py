@@ -214,13 +214,11 @@ def returned_columns(db: BaseDatabaseWrapper, model: type[Model]) -> str:
     """
     if db.vendor != "sqlite":
         return columns(db, model)
-    import sqlite3
+    import sqlite3  # here, not above: a Python without it still serves the other databases
 
     converted = {name.upper() for name in sqlite3.converters}
     return ", ".join(
-        f"+{db.ops.quote_name(field.column)}"
-        if (field.db_type(db) or "").upper() in converted
-        else db.ops.quote_name(field.column)
+        ("+" if (field.db_type(db) or "").upper() in converted else "") + db.ops.quote_name(field.column)
         for field in model._meta.concrete_fields
     )
 
@@ -306,8 +304,8 @@ def read_moment(value: Any, expression: Any, db: BaseDatabaseWrapper) -> Any:
         if type(value) is str:
             try:
                 value = datetime.fromisoformat(value)
-            except ValueError:  # not as Django writes moments: let Django read it
-                return db.ops.convert_datetimefield_value(value, expression, db)
+            except ValueError:  # not as Django writes moments: Django reads it below
+                pass
         if type(value) is datetime and value.tzinfo is None:
             return datetime.combine(value.date(), value.time(), UTC)  # replace(tzinfo=) is slower
     return db.ops.convert_datetimefield_value(value, expression, db)

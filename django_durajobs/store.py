@@ -707,7 +707,9 @@ def _claim_locked(
     lock = " FOR UPDATE SKIP LOCKED" if db.features.has_select_for_update_skip_locked else ""
     shape = (status, len(kinds), len(queues))
     pick = sql.statement(
-        db, ("claim pick", *shape, lock), lambda: _pick_sql(db, *shape, what=sql.columns(db, Job), lock=lock)
+        db,
+        ("claim pick", *shape, lock),
+        lambda: _pick_sql(db, *shape, what=sql.returned_columns(db, Job), lock=lock),
     )
 
     def take_sql() -> str:
@@ -1170,7 +1172,7 @@ class Lease:
         claiming = bool(then_claim and then_claim() and kinds and time.monotonic() < _next_revert_lookup)
         token = new_token() if claiming else ""
         if db.vendor == "postgresql" and not (steps or trim or due_now):
-            # The common case, a job done: its outcome, its log line and the next claim in one statement.
+            # The common case, a job done: its outcome, any log line and the next claim in one statement.
             shape = (update, bool(log_line), *((len(kinds), len(self.queues)) if claiming else ()))
             statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
             if log_line:
