@@ -47,7 +47,7 @@ _LAZY = {
     "cancel": "ops",
     "revert": "ops",
     "update": "ops",
-    "drain": "ops",
+    "drain": "worker",
     "children_summary": "engine.describe",
     "describe": "engine.describe",
 }

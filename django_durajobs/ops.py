@@ -13,9 +13,9 @@ from typing import Any
 from django.utils import timezone
 
 from . import store
+from .conf import get_setting
 from .engine.redact import shown_text
-from .engine.runner import execute
-from .engine.values import check_text, to_json
+from .engine.values import check_message, check_text, short_repr, to_job_id, to_json
 from .errors import JobError
 from .models import Job, JobStep
 from .registry import get_kind
@@ -39,7 +39,7 @@ Decision = tuple[dict[str, Any], str]
 
 def get_job(job: JobRef) -> Job:
     """The job's current row; ``JobError("job_not_found")`` when there is none."""
-    pk = job.pk if isinstance(job, Job) else job
+    pk = to_job_id(job)
     found = Job.objects.filter(pk=pk).first()
     if found is None:
         raise JobError("job_not_found", f"Job {pk} does not exist.")
@@ -76,7 +76,7 @@ def _refused(code: str, job: Job, what: str, allowed: str) -> JobError:
 def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = None) -> Job:
     """Queue a waiting job again; the re-entered run sees ``ctx.resume_action``/``ctx.resume_data``."""
     if action is not None and (not isinstance(action, str) or not action):
-        raise JobError("invalid_input", f"An action must be a non-empty string, not {action!r}.")
+        raise JobError("invalid_input", f"An action must be a non-empty string, not {short_repr(action)}.")
     if action is not None:
         check_text(action, "The action")
         limit = Job._meta.get_field("resume_action").max_length
@@ -84,7 +84,12 @@ def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = N
             raise JobError(
                 "invalid_input", f"An action is at most {limit} characters long, not {len(action)}."
             )
-    data = to_json(data, what="The resume data")
+    data = to_json(
+        data,
+        what="The resume data",
+        max_bytes=get_setting("MAX_RESUME_DATA_BYTES"),
+        setting="MAX_RESUME_DATA_BYTES",
+    )
 
     def decide(current: Job) -> Decision:
         if current.status not in RESUMABLE:
@@ -257,20 +262,23 @@ UPDATABLE = frozenset({"progress", "eta_at", "label", "external_ref", "wait_reas
 def _updated_value(name: str, value: Any) -> Any:
     if name == "progress":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
-            raise JobError("invalid_input", f"progress must be a number from 0 to 100, not {value!r}.")
+            raise JobError(
+                "invalid_input", f"progress must be a number from 0 to 100, not {short_repr(value)}."
+            )
         return round(value)
     if name == "eta_at":
         if value is not None and not (isinstance(value, datetime) and timezone.is_aware(value)):
             raise JobError(
-                "invalid_input", f"eta_at must be a timezone-aware datetime or None, not {value!r}."
+                "invalid_input", f"eta_at must be a timezone-aware datetime or None, not {short_repr(value)}."
             )
         return value
     text = "" if value is None else str(value)
+    if name in ("wait_reason", "user_message"):
+        return shown_text(check_text(check_message(text, name), name))
     limit = Job._meta.get_field(name).max_length
     if limit and len(text) > limit:
-        raise JobError("invalid_input", f"{name} is {len(text)} characters long; the limit is {limit}.")
-    check_text(text, name)
-    return shown_text(text) if name in ("wait_reason", "user_message") else text
+        raise JobError("invalid_input", f"{name} is {len(text):,} characters long; the limit is {limit}.")
+    return check_text(text, name)
 
 
 def update(job: JobRef, **fields: Any) -> Job:
@@ -293,23 +301,3 @@ def update(job: JobRef, **fields: Any) -> Job:
         job.refresh_from_db()
         return job
     return get_job(current.pk)
-
-
-def drain(max_jobs: int = 100) -> int:
-    """Run due jobs in this thread until none is due (or ``max_jobs`` ran); returns how many ran.
-
-    Due means: queued jobs whose ``next_run_at`` has passed, timed waits whose ``resume_at``
-    has passed (woken first, as a worker would), and pending reverts. For tests and scripts;
-    production runs ``manage.py runjobs``.
-    """
-    worker_id = store.new_worker_id("drain")
-    ran = 0
-    while ran < max_jobs:
-        lease = store.claim(worker_id)
-        if lease is None:
-            if wake_due_waits() or store.wake_forgotten_parents():
-                continue
-            break
-        execute(lease)
-        ran += 1
-    return ran

@@ -76,6 +76,17 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+#: The most tries a job may be allowed (the column holds far more; a retry adds one).
+MAX_ATTEMPTS_LIMIT = 1_000_000
+
+
+def max_attempts_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a job's ``max_attempts``, or None."""
+    if not _is_int(value) or not 1 <= value <= MAX_ATTEMPTS_LIMIT:
+        return f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS_LIMIT:,}, not {value!r:.40}."
+    return None
+
+
 def _normalise_steps(steps: Iterable[Any]) -> tuple[tuple[str, str], ...]:
     normalised: list[tuple[str, str]] = []
     for step in steps:
@@ -108,8 +119,8 @@ def job(
     ... def deploy_site(job, ctx):
     ...     ctx.step("build", lambda: build(job.subject["site_id"]))
     """
-    if not _is_int(max_attempts) or max_attempts < 1:
-        raise ValueError(f"max_attempts must be an integer of at least 1, not {max_attempts!r}.")
+    if max_attempts_problem(max_attempts):
+        raise ValueError(max_attempts_problem(max_attempts))
     if not _is_int(priority) or priority not in PRIORITY_RANGE:
         raise ValueError(f"priority must be an integer from -100 to 100, not {priority!r}.")
 

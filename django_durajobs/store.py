@@ -18,19 +18,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Count, DateTimeField, Exists, F, Func, OuterRef, Q
+from django.db.models import Count, DateTimeField, Exists, F, Func, Model, OuterRef, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from . import sql
 from .conf import get_setting
 from .engine.redact import shown_text
-from .engine.values import check_text, to_json
+from .engine.values import check_text, short_repr, to_job_id, to_json
 from .errors import JobError, LeaseLost
 from .models import Job, JobLog, JobStep
-from .registry import PRIORITY_RANGE, JobKind, get_kind, known_kinds
+from .registry import PRIORITY_RANGE, JobKind, get_kind, known_kinds, max_attempts_problem
 from .signals import announce_change
 from .status import SETTLED, TERMINAL, WAITING, Phase, Status, StepState
 
@@ -210,7 +212,10 @@ def _run_at(run_at: datetime | timedelta | None, now: datetime) -> datetime:
     if isinstance(run_at, timedelta):
         if run_at < timedelta(0):
             raise _refuse(f"run_at cannot be a negative delay ({run_at}).")
-        return now + run_at
+        try:
+            return now + run_at
+        except OverflowError:
+            raise _refuse(f"run_at is a delay past the last date a database stores ({run_at}).") from None
     if not isinstance(run_at, datetime):
         raise _refuse(f"run_at must be a datetime or a timedelta, not {type(run_at).__name__}.")
     if timezone.is_naive(run_at):
@@ -221,7 +226,7 @@ def _run_at(run_at: datetime | timedelta | None, now: datetime) -> datetime:
 def _resolve_parent(parent: Job | int | None) -> int | None:
     if parent is None:
         return None
-    parent_id = parent.pk if isinstance(parent, Job) else parent
+    parent_id = to_job_id(parent, "The parent")
     if not Job.objects.filter(pk=parent_id).exists():
         raise JobError("job_not_found", f"Parent job {parent_id} does not exist.")
     return parent_id
@@ -352,6 +357,7 @@ def _insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
     of the queues that have a job due now; all in one transaction."""
     if not rows:
         return []
+    _check_creators(rows)
     now = timezone.now()
     due_queues = sorted(
         {row["queue"] for row in rows if row["status"] == Status.QUEUED and row["next_run_at"] <= now}
@@ -572,10 +578,8 @@ def _checked_fields(
     if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key.strip()):
         raise _refuse(f"An idempotency key must be a non-blank string, not {idempotency_key!r}.")
     key = _optional_text(idempotency_key, "The idempotency key") or None
-    if max_attempts is not None and (
-        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
-    ):
-        raise _refuse(f"max_attempts must be an integer of at least 1, not {max_attempts!r}.")
+    if max_attempts is not None and max_attempts_problem(max_attempts):
+        raise _refuse(max_attempts_problem(max_attempts))
     if priority is not None and (
         isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE
     ):
@@ -596,7 +600,7 @@ def _checked_fields(
         # A waiting job's next_run_at is when it wakes by itself: only if asked for.
         next_run_at=_run_at(run_at, now) if status == Status.QUEUED or run_at is not None else None,
         idempotency_key=key,
-        created_by_id=getattr(created_by, "pk", created_by),
+        created_by_id=_creator_id(created_by),
         actor_type=_optional_text(actor_type, "The actor type", 20) or Job.ActorType.USER,
         group_id=_optional_text(group_id, "The group id"),
         subject_type=_optional_text(subject_type, "The subject type", 100),
@@ -604,6 +608,34 @@ def _checked_fields(
         parent_id=_resolve_parent(parent),
     )
     return definition, fields
+
+
+def _creator_id(created_by: Any) -> Any:
+    """The user id ``created_by`` names (a user, or a user's id); ``invalid_input`` for anything
+    else. Whether that user exists is checked when the job is inserted (``_check_creators``)."""
+    if created_by is None:
+        return None
+    pk_field = get_user_model()._meta.pk
+    value = created_by.pk if isinstance(created_by, Model) else created_by
+    try:
+        if value is None or isinstance(value, bool | float):
+            raise ValidationError("not an id")
+        return pk_field.to_python(value)
+    except ValidationError:
+        raise _refuse(
+            f"created_by must be a saved user or a user's id, not {short_repr(created_by)}."
+        ) from None
+
+
+def _check_creators(rows: list[dict[str, Any]]) -> None:
+    """``invalid_input`` when a row's ``created_by_id`` names no user (one query for all rows)."""
+    wanted = {row["created_by_id"] for row in rows} - {None}
+    if not wanted:
+        return
+    found = set(get_user_model()._default_manager.filter(pk__in=wanted).values_list("pk", flat=True))
+    missing = wanted - found
+    if missing:
+        raise _refuse(f"created_by names no existing user: {short_repr(sorted(missing, key=str))}.")
 
 
 def _same_kind(existing: Job, definition: JobKind) -> Job:
@@ -1035,6 +1067,7 @@ class Lease:
         #: thread's to tell (a heartbeat meanwhile finds the token already cleared).
         self.finishing = False
         self._renewed = time.monotonic()
+        self._lines_untrimmed = 0  # log lines added since the log was last trimmed
 
     def _lost(self) -> LeaseLost:
         return LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
@@ -1139,9 +1172,15 @@ class Lease:
             raise self._lost()
 
     def log(self, line: Any) -> None:
+        """Add a line; a run that keeps logging has its log trimmed as it goes, so the job never
+        holds more than a tenth over ``LOG_LINES_KEPT`` lines."""
         with transaction.atomic():
             self.renew()
             append_log(self.job.pk, line)
+            self._lines_untrimmed += 1
+            if self._lines_untrimmed > get_setting("LOG_LINES_KEPT") // 10:
+                trim_log(self.job.pk)
+                self._lines_untrimmed = 0
 
     def finish(
         self,

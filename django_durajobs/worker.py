@@ -293,6 +293,64 @@ class Worker:
                     self.stopping.wait(delay)
 
 
+def drain(max_jobs: int = 100) -> int:
+    """Run due jobs in this thread until none is due (or ``max_jobs`` ran); returns how many ran.
+
+    Due means: queued jobs whose ``next_run_at`` has passed, timed waits whose ``resume_at``
+    has passed (woken first, as a worker would), and pending reverts. For tests and scripts;
+    production runs ``manage.py runjobs``. Each job's lease is kept alive while it runs, as a
+    worker's heartbeat does, so a long step is never taken over by another worker.
+    """
+    worker_id = store.new_worker_id("drain")
+    ran = 0
+    while ran < max_jobs:
+        lease = store.claim(worker_id)
+        if lease is None:
+            if wake_due_waits() or store.wake_forgotten_parents():
+                continue
+            break
+        with LeaseKeeper(lease):
+            execute(lease)
+        ran += 1
+    return ran
+
+
+class LeaseKeeper:
+    """Renews one lease from a thread of its own while the calling thread runs the job.
+
+    The thread connects to the database only once a heartbeat is due, so the short jobs of a
+    test or a script cost no connection. Inside a transaction there is nothing to keep: no
+    other worker can see the claim before it commits.
+    """
+
+    def __init__(self, lease: store.Lease) -> None:
+        self.lease = lease
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> LeaseKeeper:
+        if not connection.in_atomic_block:
+            self._thread = threading.Thread(target=self._keep, name="durajobs-lease-keeper", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _keep(self) -> None:
+        try:
+            while not self._done.wait(get_setting("HEARTBEAT_SECONDS")):
+                if store.heartbeat([self.lease]) and not self.lease.finishing:
+                    logger.warning("Job %s: lease lost to another worker", self.lease.job.pk)
+                    return
+        except Exception:
+            logger.exception("Job %s: renewing its lease failed", self.lease.job.pk)
+        finally:
+            connection.close()
+
+
 def refresh_connection() -> None:
     """Close this thread's connection if it broke, or if ``CONN_MAX_AGE`` (when positive) is up.
 

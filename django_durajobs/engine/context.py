@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.db import transaction
 from django.utils import timezone
 
+from ..conf import get_setting
 from ..errors import JobError, LeaseLost
 from ..models import Job, JobStep
 from ..registry import JobKind, name_problem
@@ -17,7 +18,7 @@ from ..status import EXTERNAL_WAITS, Phase, Status, StepState
 from ..store import StepRowMissing, children_wait_reason, database_trouble, enqueue, open_children
 from .describe import children_summary
 from .redact import describe_exception, shown_text
-from .values import to_json
+from .values import check_message, short_repr, to_json
 
 if TYPE_CHECKING:
     from ..store import Lease
@@ -72,25 +73,62 @@ def _moment(value: datetime | timedelta | None, name: str) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, timedelta):
-        return timezone.now() + value
+        try:
+            return timezone.now() + value
+        except OverflowError:
+            raise JobError("invalid_input", f"{name} is past the last date a database stores.") from None
     if isinstance(value, datetime) and timezone.is_aware(value):
         return value
     raise JobError(
-        "invalid_input", f"{name} must be a timezone-aware datetime or a timedelta, not {value!r}."
+        "invalid_input", f"{name} must be a timezone-aware datetime or a timedelta, not {short_repr(value)}."
     )
 
 
+#: An offered action's id becomes the job's ``resume_action`` when it is chosen.
+ACTION_ID_MAX_LENGTH = Job._meta.get_field("resume_action").max_length
+
+
 def _normalise_actions(actions: Any) -> list[dict[str, Any]] | None:
+    """The offered actions as ``[{"id", "label", …}]``: at most ``MAX_ACTIONS``, each id unique and
+    short enough to be chosen, each text a message's length at most."""
     if actions is None:
         return None
-    normalised = []
+    actions = list(actions)
+    limit = get_setting("MAX_ACTIONS")
+    if len(actions) > limit:
+        raise JobError(
+            "invalid_input",
+            f"{len(actions):,} actions are offered; the limit is {limit} (DURAJOBS['MAX_ACTIONS']).",
+        )
+    normalised: list[dict[str, Any]] = []
     for action in actions:
         entry = {"id": action, "label": action} if isinstance(action, str) else dict(action)
-        if not isinstance(entry.get("id"), str) or not entry["id"]:
-            raise JobError("invalid_input", f"Each offered action needs a string id, not {action!r}.")
-        entry.setdefault("label", entry["id"])
+        action_id = entry.get("id")
+        if not isinstance(action_id, str) or not action_id or len(action_id) > ACTION_ID_MAX_LENGTH:
+            raise JobError(
+                "invalid_input",
+                f"Each offered action needs an id of 1 to {ACTION_ID_MAX_LENGTH} characters, "
+                f"not {short_repr(action)}.",
+            )
+        if any(known["id"] == action_id for known in normalised):
+            raise JobError("invalid_input", f"The action {action_id!r} is offered twice.")
+        entry.setdefault("label", action_id)
+        for key, text in entry.items():
+            if isinstance(text, str):
+                check_message(text, f"The action {action_id!r}'s {key}")
         normalised.append(entry)
     return to_json(normalised, what="The offered actions")
+
+
+def step_result(value: Any, step_id: str | None = None) -> Any:
+    """A step's (or, without ``step_id``, the run's) result as it is stored, or ``JobError``."""
+    return to_json(
+        value,
+        what=f"The result of step {step_id!r}" if step_id else "The job's result",
+        code="unserializable_result",
+        max_bytes=get_setting("MAX_RESULT_BYTES"),
+        setting="MAX_RESULT_BYTES",
+    )
 
 
 class JobContext:
@@ -160,7 +198,10 @@ class JobContext:
             return step.result
         create = step is None
         if create:
-            position = max((known.position for known in self.steps.values()), default=-1) + 1
+            self._check_room_for_a_step()
+            # The last step known is the last by position: rows are read in that order, and
+            # new ones are appended.
+            position = next(reversed(self.steps.values())).position + 1 if self.steps else 0
             step = JobStep(
                 job_id=self.job.pk,
                 phase=self.phase,
@@ -188,14 +229,13 @@ class JobContext:
             return self.step(step_id, fn, title=title, atomic=atomic)
         if not started and not self.reverting:  # a step boundary is where a cancel request is seen
             raise CancelInterrupt()
-        what = f"The result of step {step_id!r}"
         try:
             if atomic:
                 with transaction.atomic():
-                    result = to_json(fn(), what=what, code="unserializable_result")
+                    result = step_result(fn(), step_id)
                     self._done(step, result)
             else:
-                result = to_json(fn(), what=what, code="unserializable_result")
+                result = step_result(fn(), step_id)
                 self._done(step, result)
         except Interrupt as interrupt:
             self.interrupted_step = step
@@ -209,6 +249,15 @@ class JobContext:
             )
             raise
         return result
+
+    def _check_room_for_a_step(self) -> None:
+        limit = get_setting("MAX_STEPS")
+        if len(self.steps) >= limit:
+            raise JobError(
+                "invalid_input",
+                f"Job {self.job.pk} already has {len(self.steps):,} steps; the limit is {limit:,} "
+                "(DURAJOBS['MAX_STEPS']).",
+            )
 
     def _done(self, step: JobStep, result: Any) -> None:
         self._lease.save_step(step, state=StepState.DONE, ended_at=timezone.now(), result=result)
@@ -248,7 +297,9 @@ class JobContext:
             raise JobError(
                 "invalid_input", f"{status!r} is not a waiting status a run can choose; use one of {allowed}."
             )
-        raise WaitInterrupt(shown_text(reason), _moment(resume_at, "resume_at"), status)
+        raise WaitInterrupt(
+            shown_text(check_message(str(reason), "The wait reason")), _moment(resume_at, "resume_at"), status
+        )
 
     def wait_for_children(self) -> dict[str, Any]:
         """Return the children summary once every child job has settled; until then, wait.
@@ -272,7 +323,9 @@ class JobContext:
         """Stop until a person answers; ``actions`` (ids, or ``{"id", "label"}`` dicts) become buttons."""
         self._no_waiting_in_revert("wait for a person's decision")
         self.check_cancel()
-        raise NeedsUserInterrupt(shown_text(message), _normalise_actions(actions))
+        raise NeedsUserInterrupt(
+            shown_text(check_message(str(message), "The question")), _normalise_actions(actions)
+        )
 
     def retry_later(self, seconds: float | timedelta, reason: str | None = None) -> None:
         """Run again in ``seconds``; this is not a failure and uses no attempt."""
@@ -280,10 +333,18 @@ class JobContext:
             seconds = seconds.total_seconds()
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
             raise JobError(
-                "invalid_input", f"retry_later needs a delay of zero seconds or more, not {seconds!r}."
+                "invalid_input",
+                f"retry_later needs a delay of zero seconds or more, not {short_repr(seconds)}.",
             )
+        try:
+            timezone.now() + timedelta(seconds=seconds)
+        except OverflowError:
+            raise JobError(
+                "invalid_input",
+                f"retry_later's delay of {seconds:g} s is past the last date a database stores.",
+            ) from None
         self.check_cancel()
-        raise RetryLaterInterrupt(float(seconds), shown_text(reason or ""))
+        raise RetryLaterInterrupt(float(seconds), shown_text(check_message(str(reason or ""), "The reason")))
 
     def check_cancel(self) -> None:
         """Stop here if an operator asked to cancel (done automatically at every step boundary)."""

@@ -26,7 +26,9 @@ from ..status import (
     Status,
     StepState,
 )
+from ..store import DatabaseNow
 from .redact import redact
+from .values import to_job_id
 
 ACTIVE_STEP_STATES = (StepState.RUNNING, StepState.WAITING, StepState.NEEDS_USER, StepState.FAILED)
 
@@ -36,8 +38,9 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 def _load(job: Job | int) -> Job:
-    pk = job.pk if isinstance(job, Job) else job
-    found = Job.objects.filter(pk=pk).first()
+    """A fresh read of the job, with the database's clock (``database_now``) to judge its lease by."""
+    pk = to_job_id(job)
+    found = Job.objects.annotate(database_now=DatabaseNow()).filter(pk=pk).first()
     if found is None:
         raise JobError("job_not_found", f"Job {pk} does not exist.")
     return found
@@ -75,11 +78,12 @@ def _eta_unknown_reason(job: Job) -> str | None:
     return _("The job has not reported an ETA.")
 
 
-def is_stale(job: Job) -> bool:
-    """Running (or reverting) under a lease that has expired: its worker is probably gone."""
+def is_stale(job: Job, now: datetime) -> bool:
+    """Running (or reverting) under a lease that has expired at ``now`` (the database's clock, as
+    ``recover()`` judges it): its worker is probably gone."""
     if job.status not in (Status.RUNNING, Status.REVERTING) or not job.locked_at:
         return False
-    return timezone.now() - job.locked_at > timedelta(seconds=get_setting("LEASE_SECONDS"))
+    return now - job.locked_at > timedelta(seconds=get_setting("LEASE_SECONDS"))
 
 
 def _can_revert(job: Job) -> bool:
@@ -141,7 +145,7 @@ def describe(job: Job | int) -> dict[str, Any]:
         "can_pause": job.status in PAUSABLE,
         "can_revert": _can_revert(job),
         "terminal": job.status in TERMINAL,
-        "stale": is_stale(job),
+        "stale": is_stale(job, job.database_now),
         "log": [{"at": _iso(entry.at), "line": entry.line} for entry in log],
         "children": children_summary(job) if has_children else None,
     }
@@ -165,7 +169,7 @@ def overall(counts: Counter[str]) -> str:
 
 def children_summary(parent: Job | int) -> dict[str, Any]:
     """Per-target results of a parent's children; a partial failure never reads as success."""
-    parent_id = parent.pk if isinstance(parent, Job) else parent
+    parent_id = to_job_id(parent, "The parent")
     children = list(
         Job.objects.filter(parent_id=parent_id)
         .order_by("created_at", "id")

@@ -23,10 +23,10 @@ from .context import (
     RetryLaterInterrupt,
     WaitForChildrenInterrupt,
     WaitInterrupt,
+    step_result,
 )
 from .redact import describe_exception, redact
 from .retry import backoff
-from .values import to_json
 
 logger = logging.getLogger("django_durajobs")
 
@@ -131,7 +131,7 @@ def _finished(ctx: JobContext, value: Any) -> Outcome:
     if ctx.reverting:
         return Outcome(dict(status=Status.REVERTED, **common), "Reverted.")
     try:
-        result = redact(to_json(value, what="The job's result", code="unserializable_result"))
+        result = redact(step_result(value))
     except JobError as exc:
         return Outcome(
             dict(status=Status.FAILED, error=str(exc), error_code=exc.code, ended_at=now), str(exc)

@@ -8,9 +8,47 @@ on every database. (``json.dumps`` escapes non-ASCII, so the JSON text's length 
 from __future__ import annotations
 
 import json
+import reprlib
 from typing import Any
 
+from ..conf import get_setting
 from ..errors import JobError
+
+#: Integers a round trip through every database's JSON keeps exactly (64-bit).
+_INT_RANGE = range(-(2**63), 2**63)
+#: The largest id a job can have (a 64-bit primary key).
+MAX_ID = 2**63 - 1
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 40
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)``, cut short: hostile input must not make a message huge."""
+    return _short.repr(value)
+
+
+def to_job_id(ref: Any, what: str = "A job") -> int:
+    """The id that a job reference names: a ``Job`` (or another model instance), an int, or its
+    decimal text. ``invalid_input`` for anything else, before any query is made."""
+    pk = getattr(ref, "pk", ref) if hasattr(ref, "_meta") else ref
+    if type(pk) is str and pk.isascii() and pk.isdecimal() and len(pk) <= 19:
+        pk = int(pk)
+    if type(pk) is not int or not 0 < pk <= MAX_ID:
+        raise JobError(
+            "invalid_input",
+            f"{what} is named by a Job or its id (a positive integer), not {short_repr(ref)}.",
+        )
+    return pk
+
+
+def check_length(text: str, limit: int, what: str, setting: str) -> str:
+    """``text``, or ``invalid_input`` when it is longer than ``limit`` characters."""
+    if len(text) > limit:
+        raise JobError(
+            "invalid_input",
+            f"{what} is {len(text):,} characters long; the limit is {limit:,} (DURAJOBS[{setting!r}]).",
+        )
+    return text
 
 
 def text_problem(text: str) -> str | None:
@@ -29,6 +67,12 @@ def check_text(text: str, what: str) -> str:
     if problem:
         raise JobError("invalid_input", f"{what} holds {problem}, which cannot be stored.")
     return text
+
+
+def check_message(text: str, what: str) -> str:
+    """A text a run or an operator shows on the job (a wait reason, a question, an action's
+    label), or ``invalid_input`` when it is longer than ``MAX_MESSAGE_CHARS``."""
+    return check_length(text, get_setting("MAX_MESSAGE_CHARS"), what, "MAX_MESSAGE_CHARS")
 
 
 def _find_unstorable(value: Any, path: str = "$") -> tuple[str, str] | None:
@@ -50,22 +94,34 @@ def _find_unstorable(value: Any, path: str = "$") -> tuple[str, str] | None:
     return None
 
 
-def to_json(value: Any, *, what: str, code: str = "invalid_input", max_bytes: int | None = None) -> Any:
+def to_json(
+    value: Any,
+    *,
+    what: str,
+    code: str = "invalid_input",
+    max_bytes: int | None = None,
+    setting: str | None = None,
+) -> Any:
     """``value`` as it reads back from the database, or a ``JobError`` saying what is wrong with it.
 
     Returning the round-tripped value means a step gives its caller the same thing on its
-    first run as on every replay (a tuple comes back as a list either way).
+    first run as on every replay (a tuple comes back as a list either way). ``code`` is for a
+    value JSON cannot hold; one over ``max_bytes`` (the limit ``setting`` sets) is always
+    ``invalid_input``.
     """
-    if value is None or value is True or value is False or type(value) is int:
+    if value is None or value is True or value is False or (type(value) is int and value in _INT_RANGE):
         return value  # a round trip changes none of these (most runs and steps return None)
     try:
         text = json.dumps(value, allow_nan=False)
     except ValueError as exc:
+        if "integer string conversion" in str(exc):
+            raise JobError(code, f"{what} holds an integer too long to store (over 4,300 digits).") from None
         raise JobError(code, f"{what} holds NaN or Infinity, which JSON cannot store ({exc}).") from None
     except (TypeError, RecursionError) as exc:
         raise JobError(code, f"{what} is not JSON-serialisable: {exc}.") from None
     if max_bytes is not None and len(text) > max_bytes:
-        raise JobError(code, f"{what} is {len(text):,} bytes as JSON; the limit is {max_bytes:,}.")
+        limit = f"{max_bytes:,}" + (f" (DURAJOBS[{setting!r}])" if setting else "")
+        raise JobError("invalid_input", f"{what} is {len(text):,} bytes as JSON; the limit is {limit}.")
     decoded = json.loads(text)
     # json.dumps writes every NUL and every surrogate as an escape: without one, all is storable.
     unstorable = ("\\u0000" in text or "\\ud" in text) and _find_unstorable(decoded)
