@@ -620,7 +620,10 @@ def _creator_id(created_by: Any) -> Any:
     try:
         if value is None or isinstance(value, bool | float):
             raise ValidationError("not an id")
-        return pk_field.to_python(value)
+        user_id = pk_field.to_python(value)
+        if isinstance(user_id, int) and not -(2**63) <= user_id < 2**63:
+            raise ValidationError("out of range")
+        return user_id
     except ValidationError:
         raise _refuse(
             f"created_by must be a saved user or a user's id, not {short_repr(created_by)}."

@@ -28,6 +28,8 @@ def test_the_documented_defaults_pass():
         pytest.param({"LEASE_SECONDS": 0}, ["durajobs.E003"], id="zero lease"),
         pytest.param({"LOG_LINES_KEPT": "200"}, ["durajobs.E003"], id="a number as text"),
         pytest.param({"MAX_WORKER_LOSSES": True}, ["durajobs.E003"], id="a bool for a number"),
+        pytest.param({"MAX_ACTIONS": 0}, ["durajobs.E003"], id="no actions allowed"),
+        pytest.param({"MAX_RESULT_BYTES": -1}, ["durajobs.E003"], id="a negative size"),
         pytest.param({"REDACT_KEYS": "password"}, ["durajobs.E004"], id="keys as one string"),
         pytest.param({"REDACT_KEYS": ["pin", ""]}, ["durajobs.E004"], id="an empty key"),
         pytest.param({"PREPARED_STATEMENTS": "no"}, ["durajobs.E005"], id="prepared statements as text"),

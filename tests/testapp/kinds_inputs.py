@@ -9,7 +9,7 @@ subject (subjects are stored as given), only built inside the runs.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django_durajobs import job
 from tests.testapp.models import SideEffect
@@ -77,6 +77,19 @@ MISUSES = {
     "wait_status_bogus": lambda ctx: ctx.wait_external("DNS", status="bogus"),
     "wait_naive_resume_at": lambda ctx: ctx.wait_external("DNS", resume_at=datetime(2030, 1, 1, 12, 0)),
     "needs_user_action_without_id": lambda ctx: ctx.needs_user("Pick one", actions=[{"label": "No id"}]),
+    # Past the limits (DURAJOBS["MAX_MESSAGE_CHARS"], ["MAX_ACTIONS"], the resume_action column).
+    "wait_reason_too_long": lambda ctx: ctx.wait_external("x" * 2_001),
+    "question_too_long": lambda ctx: ctx.needs_user("?" * 2_001, actions=["yes", "no"]),
+    "retry_later_reason_too_long": lambda ctx: ctx.retry_later(1, reason="r" * 2_001),
+    "too_many_actions": lambda ctx: ctx.needs_user("Pick one", actions=[f"a{n}" for n in range(21)]),
+    "action_id_too_long": lambda ctx: ctx.needs_user("Pick one", actions=["a" * 101]),
+    "action_label_too_long": lambda ctx: ctx.needs_user("Pick", actions=[{"id": "a", "label": "l" * 2_001}]),
+    "action_offered_twice": lambda ctx: ctx.needs_user("Pick one", actions=["yes", {"id": "yes"}]),
+    # Moments past the last date a database stores.
+    "retry_later_overflow": lambda ctx: ctx.retry_later(1e20),
+    "retry_later_infinity": lambda ctx: ctx.retry_later(float("inf")),
+    "wait_resume_at_overflow": lambda ctx: ctx.wait_external("DNS", resume_at=timedelta(days=999_999_999)),
+    "eta_overflow": lambda ctx: ctx.eta(timedelta(days=999_999_999)),
 }
 
 
