@@ -263,7 +263,7 @@ def test_a_drain_step_running_three_leases_long_is_not_recovered_by_a_live_worke
     log_path = tmp_path / "runjobs.log"
     with log_path.open("w") as log:
         watcher = subprocess.Popen(
-            [sys.executable, "-m", "django", "runjobs", "--queue", "nothing", "--poll-interval", "0.2", "-v", "2"],
+            [sys.executable, "-m", "django", "runjobs", "--queue", "nothing", "--poll-interval", "0.2"],
             env=env,
             cwd=REPO_ROOT,
             stdout=log,

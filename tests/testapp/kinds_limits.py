@@ -27,7 +27,7 @@ def limits_big_run_result(job, ctx):
 @job("limits_many_steps")
 def limits_many_steps(job, ctx):
     for number in range(job.subject["steps"]):
-        ctx.step(f"step-{number}", lambda: number)
+        ctx.step(f"step-{number}", lambda number=number: number)
 
 
 @job("limits_chatty", steps=[("count", "Count the log")])
