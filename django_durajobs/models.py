@@ -134,7 +134,13 @@ class Job(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.label} (#{self.pk}, {self.get_status_display()})"
+        # Not get_status_display(), which rebuilds the choices on every call: the admin names
+        # each job of an action over thousands in its history.
+        try:
+            status = Status(self.status).label
+        except ValueError:
+            status = self.status
+        return f"{self.label} (#{self.pk}, {status})"
 
     @property
     def is_terminal(self) -> bool:

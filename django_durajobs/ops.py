@@ -359,7 +359,7 @@ def _apply_to_batch(
 ) -> list[Job]:
     decide = DECISIONS[operation]
     now = timezone.now()
-    jobs = list(Job.objects.filter(pk__in=ids).only(*DECISION_COLUMNS))
+    jobs = list(Job.objects.filter(pk__in=ids).only(*DECISION_COLUMNS).order_by("pk"))
     if len(jobs) < len(ids):
         outcome.refused["job_not_found"] += len(ids) - len(jobs)  # deleted meanwhile
     # Jobs decided alike from one status change together: (status, log line, fields) -> jobs.

@@ -965,7 +965,7 @@ def change_status_many(jobs: Sequence[Job], status: str, fields: dict[str, Any],
         with transaction.atomic():
             if Job.objects.filter(pk__in=ids, status=status).update(updated_at=now, **fields) != len(ids):
                 raise _MovedOn
-            JobLog.objects.bulk_create((JobLog(job_id=pk, at=now, line=line) for pk in ids), batch_size=500)
+            _log_each(ids, now, line)
             keep = get_setting("LOG_LINES_KEPT")
             long_logs = (
                 JobLog.objects.filter(job_id__in=ids)
@@ -988,6 +988,19 @@ def change_status_many(jobs: Sequence[Job], status: str, fields: dict[str, Any],
         job.updated_at = now
     changed_many(jobs, status, fields.get("status", status), fields)
     return True
+
+
+def _log_each(ids: list[int], at: datetime, line: str) -> None:
+    """One log line for each of the jobs ``ids``, in one ``INSERT … SELECT``."""
+    db = sql.database()
+    quote = db.ops.quote_name
+    statement = (
+        f"INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) "
+        f"SELECT {quote('id')}, %s, %s FROM {sql.table(db, Job)} "
+        f"WHERE {quote('id')} IN ({', '.join(['%s'] * len(ids))})"
+    )
+    with db.cursor() as cursor:
+        cursor.execute(statement, [sql.prepared_datetime(db, at), line, *ids])
 
 
 def changed_to(job: Job, previous: str | None, status: str, fields: dict[str, Any] | None = None) -> None:

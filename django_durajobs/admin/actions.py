@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
+from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -41,6 +42,7 @@ CANCEL_REQUESTED = ngettext_lazy(
     "count",
 )
 SKIPPED = ngettext_lazy("%(shown)s was skipped:", "%(shown)s were skipped:", "count")
+KEPT = ngettext_lazy("%(shown)s was kept:", "%(shown)s were kept:", "count")
 #: Why jobs were skipped, by the code of the operation's refusal (or of the deletion's).
 SKIPPED_BECAUSE = {
     "job_not_resumable": ngettext_lazy("%(shown)s is not waiting", "%(shown)s are not waiting", "count"),
@@ -94,7 +96,8 @@ def outcome_message(operation: str, changed: int, skipped: Counter[str], cancel_
             counted(SKIPPED_BECAUSE[code], number) if code in SKIPPED_BECAUSE else f"{count(number)} {code}"
             for code, number in skipped.most_common()
         ]
-        parts.append(f"{counted(SKIPPED, sum(skipped.values()))} {', '.join(reasons)}.")
+        heading = KEPT if operation == "delete" else SKIPPED
+        parts.append(f"{counted(heading, sum(skipped.values()))} {', '.join(reasons)}.")
     return " ".join(parts)
 
 
@@ -173,7 +176,7 @@ class JobActionsMixin:
             return self._confirmation(request, "delete", _("Delete"), queryset.count())
         deleted, kept = 0, Counter()
         for batch in ops.id_batches(queryset):
-            jobs = Job.objects.filter(pk__in=batch).annotate(open_children=open_child())
+            jobs = Job.objects.filter(pk__in=batch).annotate(open_children=open_child()).order_by("pk")
             deletable = []
             for job in jobs.only("id", "label", "status"):
                 if job.status not in TERMINAL:
@@ -188,6 +191,11 @@ class JobActionsMixin:
                 deleted += len(deletable)
         self._tell(request, "delete", deleted, kept)
         return None
+
+    def delete_view(self, request, object_id, extra_context=None):
+        if not self.has_view_permission(request):  # before the lookup: a missing id answers alike
+            raise PermissionDenied
+        return super().delete_view(request, object_id, extra_context)
 
     def get_deleted_objects(self, objs, request):
         """What deleting a job takes along, counted in SQL (not every step and log line listed),
@@ -206,9 +214,15 @@ class JobActionsMixin:
             family = _family_counts(job)
             model_count.update(family)
             url = reverse("admin:django_durajobs_job_change", args=[job.pk])
+            jobs, steps, lines = family.values()
+            taken_along = (
+                (_("child jobs"), jobs - 1),
+                (JobStep._meta.verbose_name_plural, steps),
+                (JobLog._meta.verbose_name_plural, lines),
+            )
             deleted += [
                 format_html('{}: <a href="{}">{}</a>', capfirst(Job._meta.verbose_name), url, job),
-                [f"{capfirst(name)}: {count(number)}" for name, number in family.items() if number],
+                [f"{capfirst(name)}: {count(number)}" for name, number in taken_along if number],
             ]
         return deleted, dict(model_count), set(), protected
 
