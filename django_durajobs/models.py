@@ -216,6 +216,10 @@ class JobStep(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["job", "phase", "step_id"], name="durajobs_step_unique"),
         ]
+        # A job's steps in their order: its page and live summary read the current, next and
+        # latest completed ones through it, however many steps it has. Positions never change,
+        # so a checkpoint writes nothing into it.
+        indexes = [models.Index(fields=["job", "phase", "position"], name="durajobs_step_order")]
 
     def __str__(self) -> str:
         return f"{self.step_id} ({self.state})"

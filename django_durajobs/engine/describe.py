@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Case, Count, When
+from django.db.models import Count, Max, Min
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -173,24 +173,24 @@ def live_summary(job: Job) -> dict[str, Any]:
     only the counts (``total``, ``by_status``, ``overall``). No steps list, log or result.
     """
     steps = JobStep.objects.filter(job_id=job.pk, phase=job.phase)
-    states = dict(steps.values_list("state").annotate(n=Count("id")).order_by())
-    current = None
-    if any(states.get(state) for state in (*ACTIVE_STEP_STATES, StepState.PENDING)):
-        first_active = Case(When(state__in=ACTIVE_STEP_STATES, then=0), default=1)
-        current = (
-            steps.filter(state__in=(*ACTIVE_STEP_STATES, StepState.PENDING))
-            .order_by(first_active, "position", "id")
-            .first()
-        )
-    following = (
-        steps.filter(position__gt=current.position).order_by("position", "id").first() if current else None
-    )
-    completed = states.get(StepState.DONE, 0)
-    recent = (
-        list(steps.filter(state=StepState.DONE).order_by("-position", "-id")[:RECENT_STEPS])[::-1]
-        if completed
-        else []
-    )
+    # Per state: how many steps, and the first and last position (``durajobs_step_order`` finds each).
+    states = {
+        state: (number, first, last)
+        for state, number, first, last in steps.values_list("state")
+        .annotate(Count("id"), Min("position"), Max("position"))
+        .order_by()
+    }
+    active = [states[state][1] for state in ACTIVE_STEP_STATES if state in states]
+    position = min(active) if active else states.get(StepState.PENDING, (0, None, None))[1]
+    current = following = None
+    if position is not None:
+        current = steps.filter(position=position, state__in=(*ACTIVE_STEP_STATES, StepState.PENDING)).first()
+        following = steps.filter(position__gt=position).order_by("position").first()
+    completed, _first, last_done = states.get(StepState.DONE, (0, None, None))
+    recent = []
+    if completed:
+        done = steps.filter(state=StepState.DONE, position__lte=last_done).order_by("-position")
+        recent = list(done[:RECENT_STEPS])[::-1]
     counts = Counter(
         dict(Job.objects.filter(parent_id=job.pk).values_list("status").annotate(n=Count("id")).order_by())
     )
