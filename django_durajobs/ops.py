@@ -357,6 +357,8 @@ def apply_to_many(
 def _apply_to_batch(
     operation: str, ids: list[int], by: Any, arguments: dict[str, Any], outcome: BulkOutcome
 ) -> list[Job]:
+    """Decide each job of one batch, change the allowed ones (with their cascades), count the
+    refused ones in ``outcome``; returns the jobs changed."""
     decide = DECISIONS[operation]
     now = timezone.now()
     jobs = list(Job.objects.filter(pk__in=ids).only(*DECISION_COLUMNS).order_by("pk"))

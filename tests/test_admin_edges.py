@@ -255,14 +255,15 @@ def test_staff_without_view_permission_get_403_for_existing_and_missing_jobs_ali
     assert snapshot(job) == before
 
 
+@pytest.mark.parametrize("missing", [10**9, 10**30, "abc", "²"], ids=["unused", "huge", "text", "superscript"])
 @pytest.mark.parametrize("view", ["summary", "log", "operate"])
-def test_a_viewer_gets_404_for_a_missing_job(django_user_model, view):
+def test_a_viewer_gets_404_for_a_missing_job(django_user_model, view, missing):
     viewer = logged_in(staff_user(django_user_model, "vera-viewer", "view_job", "operate_job"))
     if view == "operate":
-        url = reverse("admin:django_durajobs_job_operate", args=[10**9, "retry"])
+        url = reverse("admin:django_durajobs_job_operate", args=[missing, "retry"])
         assert viewer.post(url).status_code == 404
     else:
-        url = reverse(f"admin:django_durajobs_job_{view}", args=[10**9])
+        url = reverse(f"admin:django_durajobs_job_{view}", args=[missing])
         assert viewer.get(url).status_code == 404
     assert viewer.get(summary_url(JobFactory())).status_code == 200
 

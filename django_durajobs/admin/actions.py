@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.core.exceptions import PermissionDenied
@@ -122,7 +123,7 @@ class JobActionsMixin:
             "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
             "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
             "select_across": "1"
-            if request.POST.get("select_across") not in (None, "", "0", "False")
+            if forms.BooleanField().to_python(request.POST.get("select_across"))
             else "0",
             "post_url": request.get_full_path(),
         }

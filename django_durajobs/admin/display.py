@@ -15,6 +15,9 @@ from .. import ops
 from ..engine.redact import redact
 from ..models import Job
 
+#: What a job stores as given, and only its own page shows: other views leave it unread.
+PAGE_ONLY_FIELDS = ("subject", "result", "resume_data")
+
 
 def pretty_json(value: Any, limit: int | None = None) -> str:
     """Redacted, indented JSON in a <pre>, escaped; past ``limit`` characters, cut and said so."""

@@ -21,8 +21,8 @@ from django.utils.translation import gettext_lazy as _
 from ..models import Job
 from ..status import TERMINAL
 from .actions import JobActionsMixin
-from .display import pretty_json, status_badge
-from .pages import SUMMARY_DEFERRED, JobPageMixin
+from .display import PAGE_ONLY_FIELDS, pretty_json, status_badge
+from .pages import JobPageMixin
 
 #: A search term that is an id: ASCII digits, maybe after a "#".
 ID_TERM = re.compile(r"#?([0-9]{1,20})", re.ASCII)
@@ -44,10 +44,10 @@ class HasParentFilter(admin.SimpleListFilter):
 
 
 class JobChangeList(ChangeList):
-    """The list reads what its columns show, not each job's subject and results."""
+    """The list reads what its columns show, not each job's subject, results and offered actions."""
 
     def get_queryset(self, request, exclude_parameters=None):
-        return super().get_queryset(request, exclude_parameters).defer(*SUMMARY_DEFERRED, "actions")
+        return super().get_queryset(request, exclude_parameters).defer(*PAGE_ONLY_FIELDS, "actions")
 
 
 @admin.register(Job)

@@ -23,11 +23,8 @@ from ..engine.describe import live_summary
 from ..errors import JobError
 from ..models import Job
 from ..status import TERMINAL, Status
-from .display import OPERATIONS, Operation, count
+from .display import OPERATIONS, PAGE_ONLY_FIELDS, Operation, count
 from .sections import children_section, full_log, log_section, steps_section
-
-#: What the summary and the buttons read of a job: all but its subject and results.
-SUMMARY_DEFERRED = ("subject", "result", "resume_data")
 
 
 class JobPageMixin:
@@ -83,14 +80,14 @@ class JobPageMixin:
 
     @method_decorator(require_GET)
     def summary_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        job = self._job_or_404(request, object_id, defer=SUMMARY_DEFERRED)
+        job = self._job_or_404(request, object_id, defer=PAGE_ONLY_FIELDS)
         return TemplateResponse(
             request, "admin/django_durajobs/job/summary.html", self.summary_context(request, job)
         )
 
     @method_decorator(require_GET)
     def log_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        job = self._job_or_404(request, object_id, defer=SUMMARY_DEFERRED)
+        job = self._job_or_404(request, object_id, defer=PAGE_ONLY_FIELDS)
         context = {
             **self.admin_site.each_context(request),
             "title": _("Log: %s") % job,
@@ -108,7 +105,7 @@ class JobPageMixin:
 
     @method_decorator(require_POST)
     def operate_view(self, request: HttpRequest, object_id: str, operation: str) -> HttpResponse:
-        job = self._job_or_404(request, object_id, defer=SUMMARY_DEFERRED)
+        job = self._job_or_404(request, object_id, defer=PAGE_ONLY_FIELDS)
         chosen = OPERATIONS.get(operation)
         if chosen is None:
             raise Http404(f"No operation {operation!r}.")
