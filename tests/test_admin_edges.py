@@ -255,7 +255,9 @@ def test_staff_without_view_permission_get_403_for_existing_and_missing_jobs_ali
     assert snapshot(job) == before
 
 
-@pytest.mark.parametrize("missing", [10**9, 10**30, "abc", "²"], ids=["unused", "huge", "text", "superscript"])
+@pytest.mark.parametrize(
+    "missing", [10**9, 10**30, "abc", "²"], ids=["unused", "huge", "text", "superscript"]
+)
 @pytest.mark.parametrize("view", ["summary", "log", "operate"])
 def test_a_viewer_gets_404_for_a_missing_job(django_user_model, view, missing):
     viewer = logged_in(staff_user(django_user_model, "vera-viewer", "view_job", "operate_job"))
