@@ -134,7 +134,13 @@ class Job(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.label} (#{self.pk}, {self.get_status_display()})"
+        # Not get_status_display(), which rebuilds the choices on every call: the admin names
+        # each job of an action over thousands in its history.
+        try:
+            status = Status(self.status).label
+        except ValueError:
+            status = self.status
+        return f"{self.label} (#{self.pk}, {status})"
 
     @property
     def is_terminal(self) -> bool:
@@ -210,6 +216,10 @@ class JobStep(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["job", "phase", "step_id"], name="durajobs_step_unique"),
         ]
+        # A job's steps in their order: its page and live summary read the current, next and
+        # latest completed ones through it, however many steps it has. Positions never change,
+        # so a checkpoint writes nothing into it.
+        indexes = [models.Index(fields=["job", "phase", "position"], name="durajobs_step_order")]
 
     def __str__(self) -> str:
         return f"{self.step_id} ({self.state})"

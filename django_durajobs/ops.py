@@ -1,15 +1,22 @@
 """The operations on a job: check that its status allows the transition, then apply it.
 
 Every transition is conditional on the status it was decided from, so an operator's click and
-a worker's outcome never overwrite each other: the loser re-reads and decides again.
+a worker's outcome never overwrite each other: the loser re-reads and decides again. Each
+operation's decision is a function of its own (``decide_resume``, ``decide_retry``…), shared by
+the single-job operation and its bulk form ``apply_to_many``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
+from django.db.models import F, QuerySet
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from . import store
@@ -18,7 +25,7 @@ from .engine.redact import shown_text
 from .engine.values import check_message, check_text, short_repr, to_job_id, to_json
 from .errors import JobError
 from .models import Job, JobStep
-from .registry import get_kind
+from .registry import get_kind, known_kinds
 from .signals import announce_change
 from .status import (
     CANCELLABLE_AT_ONCE,
@@ -54,11 +61,11 @@ def actor_name(by: Any) -> str:
     return str(by)
 
 
-def _transition(job: JobRef, decide: Callable[[Job], Decision]) -> Job:
-    """Apply ``decide(current)``'s fields if the status is still the one decided from; retry on a race."""
+def _transition(job: JobRef, decide: Callable[[Job, datetime], Decision]) -> Job:
+    """Apply ``decide(current, now)`` if the status is still the one decided from; retry on a race."""
     for _ in range(10):
         current = get_job(job)
-        fields, log_line = decide(current)
+        fields, log_line = decide(current, timezone.now())
         if store.change_status(current, fields, log_line):
             break
     else:
@@ -73,8 +80,118 @@ def _refused(code: str, job: Job, what: str, allowed: str) -> JobError:
     return JobError(code, f"Job {job.pk} is {job.status}; only {allowed} jobs can be {what}.")
 
 
+# The decisions: what each operation does to a job as read, at ``now`` -----------------------------
+# Each reads only the columns in DECISION_COLUMNS, and what it sets is the same for every job it
+# allows in one status (a per-row value is an SQL expression), so many jobs change in one UPDATE.
+
+#: What a decision reads of a job: never its subject or results.
+DECISION_COLUMNS = ("id", "label", "kind", "status", "phase", "queue", "parent_id", "actions")
+
+
+def decide_resume(
+    current: Job, now: datetime, by: Any, action: str | None = None, data: Any = None
+) -> Decision:
+    if current.status not in RESUMABLE:
+        raise _refused("job_not_resumable", current, "resumed", "waiting")
+    offered = [entry["id"] for entry in current.actions or []]
+    if action is None and offered and current.status == Status.NEEDS_USER:
+        raise JobError(
+            "invalid_input",
+            f"Job {current.pk} asks a question; resume it with one of its answers: {', '.join(offered)}.",
+        )
+    if action is not None and action not in offered:
+        if not offered:
+            raise JobError("invalid_input", f"Job {current.pk} offers no actions; resume it without one.")
+        raise JobError(
+            "invalid_input",
+            f"Job {current.pk} offers the actions {', '.join(offered)}; {action!r} is not one of them.",
+        )
+    fields = dict(
+        status=Status.QUEUED,
+        next_run_at=now,
+        wait_reason="",
+        user_message="",
+        actions=None,
+        eta_at=None,
+        waits_for_children=False,
+        resume_action=action or "",
+        resume_data=data,
+    )
+    chosen = f" with {action!r}" if action else ""
+    return fields, f"Resumed{chosen} by {actor_name(by)}."
+
+
+def decide_retry(current: Job, now: datetime, by: Any) -> Decision:
+    if current.status not in RETRYABLE:
+        raise _refused("job_not_retryable", current, "retried", "failed or needs-user")
+    reverting = current.phase == Phase.REVERT and current.status == Status.FAILED
+    fields = dict(
+        status=Status.REVERTING if reverting else Status.QUEUED,
+        next_run_at=now,
+        max_attempts=Greatest(F("max_attempts"), F("attempt") + 1),
+        worker_losses=0,
+        cancel_requested=False,
+        error="",
+        error_code="",
+        ended_at=None,
+        wait_reason="",
+        user_message="",
+        actions=None,
+    )
+    return fields, f"{'Revert retried' if reverting else 'Retried'} by {actor_name(by)}."
+
+
+def decide_pause(current: Job, now: datetime, by: Any) -> Decision:
+    if current.status not in PAUSABLE:
+        raise _refused("job_not_pausable", current, "paused", "queued or awaiting_external")
+    return dict(status=Status.PAUSED, next_run_at=None, eta_at=None), f"Paused by {actor_name(by)}."
+
+
+def decide_cancel(current: Job, now: datetime, by: Any) -> Decision:
+    if current.status in CANCELLABLE_AT_ONCE:
+        fields = dict(status=Status.CANCELLED, ended_at=now, next_run_at=None, waits_for_children=False)
+        return fields, f"Cancelled by {actor_name(by)}."
+    if current.status == Status.RUNNING:
+        return dict(
+            cancel_requested=True
+        ), f"Cancel requested by {actor_name(by)}; it stops at its next step."
+    if current.status == Status.REVERTING:
+        raise JobError("job_not_cancellable", f"Job {current.pk} is reverting; a revert cannot be cancelled.")
+    raise _refused("job_not_cancellable", current, "cancelled", "queued, waiting or running")
+
+
+def decide_revert(current: Job, now: datetime, by: Any) -> Decision:
+    try:
+        kind = get_kind(current.kind)
+    except JobError:
+        kind = None
+    if kind is None or not kind.has_revert:
+        raise JobError("job_not_revertible", f"Job {current.pk} ({current.kind}) has no revert.")
+    if current.status not in REVERTIBLE:
+        raise _refused("job_not_revertible", current, "reverted", "done, failed or needs-user")
+    fields = dict(
+        status=Status.REVERTING,
+        phase=Phase.REVERT,
+        next_run_at=now,
+        ended_at=None,
+        error="",
+        error_code="",
+        wait_reason="",
+        user_message="",
+        actions=None,
+        cancel_requested=False,
+    )
+    return fields, f"Revert requested by {actor_name(by)}."
+
+
+# The operations on one job ------------------------------------------------------------------------
+
+
 def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = None) -> Job:
-    """Queue a waiting job again; the re-entered run sees ``ctx.resume_action``/``ctx.resume_data``."""
+    """Queue a waiting job again; the re-entered run sees ``ctx.resume_action``/``ctx.resume_data``.
+
+    A question with offered answers is resumed with one of them; a job that offered none, without one.
+    """
     if action is not None and (not isinstance(action, str) or not action):
         raise JobError("invalid_input", f"An action must be a non-empty string, not {short_repr(action)}.")
     if action is not None:
@@ -90,41 +207,17 @@ def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = N
         max_bytes=get_setting("MAX_RESUME_DATA_BYTES"),
         setting="MAX_RESUME_DATA_BYTES",
     )
-
-    def decide(current: Job) -> Decision:
-        if current.status not in RESUMABLE:
-            raise _refused("job_not_resumable", current, "resumed", "waiting")
-        offered = [entry["id"] for entry in current.actions or []]
-        if action is not None and offered and action not in offered:
-            raise JobError(
-                "invalid_input",
-                f"Job {current.pk} offers the actions {', '.join(offered)}; {action!r} is not one of them.",
-            )
-        fields = dict(
-            status=Status.QUEUED,
-            next_run_at=timezone.now(),
-            wait_reason="",
-            user_message="",
-            actions=None,
-            eta_at=None,
-            waits_for_children=False,
-            resume_action=action or "",
-            resume_data=data,
-        )
-        chosen = f" with {action!r}" if action else ""
-        return fields, f"Resumed{chosen} by {actor_name(by)}."
-
-    return _transition(job, decide)
+    return _transition(job, partial(decide_resume, by=by, action=action, data=data))
 
 
 def wake(job_id: int) -> bool:
     """Queue a job whose timed wait is over; False if it is no longer due (resumed, cancelled…)."""
 
-    def decide(current: Job) -> Decision:
-        due = current.next_run_at is not None and current.next_run_at <= timezone.now()
+    def decide(current: Job, now: datetime) -> Decision:
+        due = current.next_run_at is not None and current.next_run_at <= now
         if current.status not in EXTERNAL_WAITS or not due:
             raise JobError("job_not_resumable", "No longer a due timed wait.")
-        fields = dict(status=Status.QUEUED, next_run_at=timezone.now(), wait_reason="", eta_at=None)
+        fields = dict(status=Status.QUEUED, next_run_at=now, wait_reason="", eta_at=None)
         return fields, "Its wait is over; queued again."
 
     try:
@@ -143,38 +236,12 @@ def wake_due_waits(limit: int = 1000) -> int:
 
 def retry(job: JobRef, by: Any = None) -> Job:
     """Queue a failed (or needs-user) job again, allowing it one more attempt."""
-
-    def decide(current: Job) -> Decision:
-        if current.status not in RETRYABLE:
-            raise _refused("job_not_retryable", current, "retried", "failed or needs-user")
-        reverting = current.phase == Phase.REVERT and current.status == Status.FAILED
-        fields = dict(
-            status=Status.REVERTING if reverting else Status.QUEUED,
-            next_run_at=timezone.now(),
-            max_attempts=max(current.max_attempts, current.attempt + 1),
-            worker_losses=0,
-            cancel_requested=False,
-            error="",
-            error_code="",
-            ended_at=None,
-            wait_reason="",
-            user_message="",
-            actions=None,
-        )
-        return fields, f"{'Revert retried' if reverting else 'Retried'} by {actor_name(by)}."
-
-    return _transition(job, decide)
+    return _transition(job, partial(decide_retry, by=by))
 
 
 def pause(job: JobRef, by: Any = None) -> Job:
     """Hold a queued or externally waiting job until it is resumed."""
-
-    def decide(current: Job) -> Decision:
-        if current.status not in PAUSABLE:
-            raise _refused("job_not_pausable", current, "paused", "queued or awaiting_external")
-        return dict(status=Status.PAUSED, next_run_at=None, eta_at=None), f"Paused by {actor_name(by)}."
-
-    return _transition(job, decide)
+    return _transition(job, partial(decide_pause, by=by))
 
 
 def cancel(job: JobRef, by: Any = None) -> Job:
@@ -182,79 +249,166 @@ def cancel(job: JobRef, by: Any = None) -> Job:
 
     Its child jobs are cancelled with it: those not started at once, running ones at their next step.
     """
-
-    def decide(current: Job) -> Decision:
-        if current.status in CANCELLABLE_AT_ONCE:
-            fields = dict(
-                status=Status.CANCELLED, ended_at=timezone.now(), next_run_at=None, waits_for_children=False
-            )
-            return fields, f"Cancelled by {actor_name(by)}."
-        if current.status == Status.RUNNING:
-            return dict(
-                cancel_requested=True
-            ), f"Cancel requested by {actor_name(by)}; it stops at its next step."
-        if current.status == Status.REVERTING:
-            raise JobError(
-                "job_not_cancellable", f"Job {current.pk} is reverting; a revert cannot be cancelled."
-            )
-        raise _refused("job_not_cancellable", current, "cancelled", "queued, waiting or running")
-
-    cancelled = _transition(job, decide)
-    if cancelled.status == Status.CANCELLED:  # a step a wait had marked is no longer waiting
-        JobStep.objects.filter(
-            job_id=cancelled.pk, state__in=(StepState.WAITING, StepState.NEEDS_USER)
-        ).update(state=StepState.PENDING, detail="")
-    for child in Job.objects.filter(parent_id=cancelled.pk).exclude(status__in=TERMINAL):
-        try:
-            cancel(child, by=by)
-        except JobError:
-            pass  # reverting, or it settled meanwhile
+    cancelled = _transition(job, partial(decide_cancel, by=by))
+    _after_cancel([cancelled], by)
     return cancelled
 
 
 def revert(job: JobRef, by: Any = None) -> Job:
     """Queue the kind's revert; a worker (or ``drain()``) carries it out."""
-
-    def decide(current: Job) -> Decision:
-        try:
-            kind = get_kind(current.kind)
-        except JobError:
-            kind = None
-        if kind is None or not kind.has_revert:
-            raise JobError("job_not_revertible", f"Job {current.pk} ({current.kind}) has no revert.")
-        if current.status not in REVERTIBLE:
-            raise _refused("job_not_revertible", current, "reverted", "done, failed or needs-user")
-        fields = dict(
-            status=Status.REVERTING,
-            phase=Phase.REVERT,
-            next_run_at=timezone.now(),
-            ended_at=None,
-            error="",
-            error_code="",
-            wait_reason="",
-            user_message="",
-            actions=None,
-            cancel_requested=False,
-        )
-        return fields, f"Revert requested by {actor_name(by)}."
-
-    reverting = _transition(job, decide)
+    reverting = _transition(job, partial(decide_revert, by=by))
     revert_done_children(reverting, by=by)
     return reverting
 
 
 def revert_done_children(parent: Job, by: Any = None) -> int:
     """Revert a parent's done children that have a revert, each as a job of its own."""
-    reverted = 0
-    for child in Job.objects.filter(parent_id=parent.pk, status=Status.DONE):
-        try:
-            if get_kind(child.kind).has_revert:
-                revert(child, by=by or f"parent job {parent.pk}")
-                reverted += 1
-        except JobError:
-            pass  # an unknown kind, or it changed meanwhile
-    return reverted
+    return _revert_done_children_of([parent.pk], by or f"parent job {parent.pk}")
 
+
+def _after_cancel(jobs: list[Job], by: Any) -> None:
+    """A cancelled job's step that a wait had marked is no longer waiting; its open children are
+    cancelled too (those that settled meanwhile, or revert, are left alone)."""
+    cancelled = [job.pk for job in jobs if job.status == Status.CANCELLED]
+    if cancelled:
+        JobStep.objects.filter(
+            job_id__in=cancelled, state__in=(StepState.WAITING, StepState.NEEDS_USER)
+        ).update(state=StepState.PENDING, detail="")
+    children = Job.objects.filter(parent_id__in=[job.pk for job in jobs]).exclude(status__in=TERMINAL)
+    apply_to_many("cancel", children, by=by)
+
+
+def _revert_done_children_of(parent_ids: list[int], by: Any) -> int:
+    with_revert = [name for name in known_kinds() if get_kind(name).has_revert]
+    children = Job.objects.filter(parent_id__in=parent_ids, status=Status.DONE, kind__in=with_revert)
+    return apply_to_many("revert", children, by=by).changed
+
+
+# Many jobs at once ------------------------------------------------------------------------------
+
+DECISIONS: dict[str, Callable[..., Decision]] = {
+    "resume": decide_resume,
+    "retry": decide_retry,
+    "pause": decide_pause,
+    "cancel": decide_cancel,
+    "revert": decide_revert,
+}
+SINGLE: dict[str, Callable[..., Job]] = {
+    "resume": resume,
+    "retry": retry,
+    "pause": pause,
+    "cancel": cancel,
+    "revert": revert,
+}
+
+#: Jobs read, decided and changed together by ``apply_to_many``: one transaction each.
+BATCH_SIZE = 500
+
+
+@dataclass
+class BulkOutcome:
+    """What ``apply_to_many`` did: how many jobs changed, and how many were refused, by ``JobError`` code."""
+
+    changed: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+    #: Of the changed jobs, the running ones a cancel only asked to stop at their next step.
+    cancel_requested: int = 0
+
+
+def id_batches(jobs: QuerySet | Iterable[int], size: int = BATCH_SIZE) -> Iterator[list[int]]:
+    """The ids of ``jobs`` in lists of at most ``size``; a queryset is read a batch at a time, by id."""
+    if not isinstance(jobs, QuerySet):
+        ids = list(dict.fromkeys(jobs))
+        yield from (ids[start : start + size] for start in range(0, len(ids), size))
+        return
+    ids = jobs.order_by("pk").values_list("pk", flat=True)
+    last = None
+    while batch := list((ids if last is None else ids.filter(pk__gt=last))[:size]):
+        yield batch
+        last = batch[-1]
+
+
+def apply_to_many(
+    operation: str,
+    jobs: QuerySet | Iterable[int],
+    by: Any = None,
+    *,
+    after_batch: Callable[[list[Job]], None] | None = None,
+    **arguments: Any,
+) -> BulkOutcome:
+    """Apply an operation (``"resume"``, ``"retry"``, ``"pause"``, ``"cancel"``, ``"revert"``) to
+    every job of a queryset or a list of ids, a batch at a time, in bounded memory.
+
+    Each job is decided as the single operation decides it; the allowed ones change in one
+    statement per batch and decision, the refused ones are counted by code. A job that changed
+    meanwhile is decided again on its own. ``after_batch(jobs)`` gets each batch's changed jobs
+    (id, label and status read) once they are committed. ``arguments`` are the operation's own
+    (``action``, ``data`` for resume).
+
+    >>> apply_to_many("retry", Job.objects.filter(status="failed"), by=request.user)
+    BulkOutcome(changed=19990, refused=Counter({'job_not_retryable': 10}), cancel_requested=0)
+    """
+    if operation not in DECISIONS:
+        raise JobError("invalid_input", f"No operation {operation!r}; one of {', '.join(DECISIONS)}.")
+    outcome = BulkOutcome()
+    for batch in id_batches(jobs):
+        changed = _apply_to_batch(operation, batch, by, arguments, outcome)
+        outcome.changed += len(changed)
+        if changed and after_batch is not None:
+            after_batch(changed)
+    return outcome
+
+
+def _apply_to_batch(
+    operation: str, ids: list[int], by: Any, arguments: dict[str, Any], outcome: BulkOutcome
+) -> list[Job]:
+    """Decide each job of one batch, change the allowed ones (with their cascades), count the
+    refused ones in ``outcome``; returns the jobs changed."""
+    decide = DECISIONS[operation]
+    now = timezone.now()
+    jobs = list(Job.objects.filter(pk__in=ids).only(*DECISION_COLUMNS).order_by("pk"))
+    if len(jobs) < len(ids):
+        outcome.refused["job_not_found"] += len(ids) - len(jobs)  # deleted meanwhile
+    # Jobs decided alike from one status change together: (status, log line, fields) -> jobs.
+    alike: dict[tuple[str, str, str], tuple[dict[str, Any], list[Job]]] = {}
+    for current in jobs:
+        try:
+            fields, line = decide(current, now, by, **arguments)
+        except JobError as refusal:
+            outcome.refused[refusal.code] += 1
+            continue
+        alike.setdefault((current.status, line, repr(sorted(fields.items()))), (fields, []))[1].append(
+            current
+        )
+    changed: list[Job] = []
+    together: list[Job] = []
+    for (status, line, _fields), (fields, group) in alike.items():
+        if store.change_status_many(group, status, fields, line):
+            together += group
+            continue
+        for job in group:  # one of them moved on meanwhile: each decided again on its own
+            try:
+                fresh = SINGLE[operation](job.pk, by=by, **arguments)
+            except JobError as refusal:
+                outcome.refused[refusal.code] += 1
+                continue
+            job.status, job.cancel_requested = fresh.status, fresh.cancel_requested
+            changed.append(job)
+    if operation == "cancel" and together:
+        _after_cancel(together, by)
+    if operation == "revert" and together:
+        if by is None:  # each child's log names its parent
+            for job in together:
+                revert_done_children(job)
+        else:
+            _revert_done_children_of([job.pk for job in together], by)
+    changed += together
+    if operation == "cancel":
+        outcome.cancel_requested += sum(1 for job in changed if job.status == Status.RUNNING)
+    return changed
+
+
+# Displayed fields -------------------------------------------------------------------------------
 
 UPDATABLE = frozenset({"progress", "eta_at", "label", "external_ref", "wait_reason", "user_message"})
 

@@ -13,7 +13,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -981,14 +981,82 @@ def change_status(job: Job, fields: dict[str, Any], log_line: str, **expected: A
     return bool(changed)
 
 
+class _MovedOn(Exception):
+    """A job of a bulk change was no longer in the status it was decided from."""
+
+
+def change_status_many(jobs: Sequence[Job], status: str, fields: dict[str, Any], log_line: str) -> bool:
+    """Apply one decision's ``fields`` to ``jobs``, all read in ``status``, with one log line each;
+    False, and nothing written, if any of them moved on meanwhile.
+
+    One conditional ``UPDATE`` for them all, their log lines in one insert, and only the logs
+    over ``LOG_LINES_KEPT`` trimmed. The jobs (read with ``pk``, ``queue`` and ``parent_id``) get
+    the plain values of ``fields`` set.
+    """
+    ids = [job.pk for job in jobs]
+    now = timezone.now()
+    line = clean_log_line(log_line)
+    try:
+        with transaction.atomic():
+            if Job.objects.filter(pk__in=ids, status=status).update(updated_at=now, **fields) != len(ids):
+                raise _MovedOn
+            _log_each(ids, now, line)
+            keep = get_setting("LOG_LINES_KEPT")
+            long_logs = (
+                JobLog.objects.filter(job_id__in=ids)
+                .values("job_id")
+                .annotate(lines=Count("id"))
+                .filter(lines__gt=keep)
+                .values_list("job_id", flat=True)
+            )
+            for job_id in list(long_logs):
+                trim_log(job_id)
+            if fields.get("status") in DUE_STATUSES:
+                for queue in sorted({job.queue for job in jobs}):
+                    notify_due(queue)
+    except _MovedOn:
+        return False
+    for job in jobs:
+        for name, value in fields.items():
+            if not hasattr(value, "resolve_expression"):
+                setattr(job, name, value)
+        job.updated_at = now
+    changed_many(jobs, status, fields.get("status", status), fields)
+    return True
+
+
+def _log_each(ids: list[int], at: datetime, line: str) -> None:
+    """One log line for each of the jobs ``ids``, in one ``INSERT … SELECT``."""
+    db = sql.database()
+    quote = db.ops.quote_name
+    statement = (
+        f"INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) "
+        f"SELECT {quote('id')}, %s, %s FROM {sql.table(db, Job)} "
+        f"WHERE {quote('id')} IN ({', '.join(['%s'] * len(ids))})"
+    )
+    with db.cursor() as cursor:
+        cursor.execute(statement, [sql.prepared_datetime(db, at), line, *ids])
+
+
 def changed_to(job: Job, previous: str | None, status: str, fields: dict[str, Any] | None = None) -> None:
     """What follows a committed change: ``job_changed``, and waking a parent whose children settled."""
-    announce_change(job.pk, previous, status)
-    if job.parent_id and status in SETTLED and status != previous:
-        wake_parent(job.parent_id)
-    if fields and fields.get("waits_for_children"):
-        # Children may have settled while this job was deciding to wait: look once more.
-        wake_parent(job.pk)
+    changed_many((job,), previous, status, fields)
+
+
+def changed_many(
+    jobs: Iterable[Job], previous: str | None, status: str, fields: dict[str, Any] | None = None
+) -> None:
+    """``changed_to`` for jobs that made one change together: each parent is woken once."""
+    parents = set()
+    for job in jobs:
+        announce_change(job.pk, previous, status)
+        if job.parent_id and status in SETTLED and status != previous:
+            parents.add(job.parent_id)
+        if fields and fields.get("waits_for_children"):
+            # Children may have settled while this job was deciding to wait: look once more.
+            wake_parent(job.pk)
+    for parent_id in sorted(parents):
+        wake_parent(parent_id)
 
 
 # Parents and children --------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from django_durajobs import Job, JobError, JobLog, describe, ops
+from django_durajobs.admin.actions import SKIPPED_BECAUSE, counted
 from tests.factories import JobFactory, JobStepFactory
 
 pytestmark = pytest.mark.django_db
@@ -149,6 +150,12 @@ def between(content: str, start: str, end: str | None = None) -> str:
     return rest[: rest.index(end)] if end and end in rest else rest
 
 
+def rows_in(content: str, section: str) -> int:
+    """How many rows the job page's table of ``section`` (steps, log_lines, children) shows."""
+    body = between(between(content, f'id="{section}-group"'), "<tbody>", "</tbody>")
+    return body.count("<tr>")
+
+
 def summary_part(content: str) -> str:
     return between(content, 'id="durajobs-summary"', '<fieldset class="module aligned')
 
@@ -219,8 +226,9 @@ def submit(client, page_url: str, content: str, button_text: str):
 ACTIONS = {
     "resume_jobs": (
         "resume",
-        [{"status": "paused"}, {"status": "awaiting_external"}, {"status": "needs_user"}],
-        [{"status": "done"}, {"status": "running"}, {"status": "queued"}],
+        [{"status": "paused"}, {"status": "awaiting_external"}, {"status": "needs_user", "actions": None}],
+        # A question with offered answers is answered on its page, never resumed without an answer.
+        [{"status": "done"}, {"status": "running"}, {"status": "queued"}, {"status": "needs_user"}],
     ),
     "retry_jobs": (
         "retry",
@@ -253,9 +261,21 @@ APPLIED = {
 }
 
 
+def skipped_reasons(operation: str, refused) -> dict[str, int]:
+    """How many of the refused jobs the operation itself refuses with each code."""
+    codes: dict[str, int] = {}
+    for job in refused:
+        with pytest.raises(JobError) as refusal:
+            getattr(ops, operation)(job.pk)
+        codes[refusal.value.code] = codes.get(refusal.value.code, 0) + 1
+    return codes
+
+
 @pytest.mark.parametrize("action", ACTIONS)
-def test_action_changes_the_allowed_jobs_and_warns_once_per_refused_job(admin_client, action):
-    """Each refused job gets its own warning with the operation's reason; the others still proceed."""
+def test_action_changes_the_allowed_jobs_and_says_in_one_message_how_many_were_skipped_and_why(
+    admin_client, action
+):
+    """The refused jobs are left alone and counted by the operation's reason; the others still proceed."""
     operation, allowed_specs, refused_specs = ACTIONS[action]
     allowed = [JobFactory(**spec) for spec in allowed_specs]
     refused = [JobFactory(**spec) for spec in refused_specs]
@@ -267,15 +287,14 @@ def test_action_changes_the_allowed_jobs_and_warns_once_per_refused_job(admin_cl
     for job in allowed:
         job.refresh_from_db()
         assert job.status == APPLIED[operation], job
-    warnings = messages_of(response, message_levels.WARNING)
-    assert len(warnings) == len(refused), warnings
     for job in refused:
         assert snapshot(job) == before[job.pk]
-        reason = refusal_of(operation, job)
-        assert f"Job {job.pk}" in reason
-        assert reason in warnings
-    successes = messages_of(response, message_levels.SUCCESS)
-    assert len(successes) == 1 and f"{len(allowed)} jobs" in successes[0], successes
+    (message,) = messages_of(response)
+    assert messages_of(response, message_levels.WARNING) == [message]
+    assert f"{len(allowed)} jobs." in message
+    assert f"{len(refused)} were skipped: " in message
+    for code, number in skipped_reasons(operation, refused).items():
+        assert counted(SKIPPED_BECAUSE[code], number) in message, (code, message)
 
 
 @pytest.mark.parametrize("action", ACTIONS)
@@ -288,8 +307,9 @@ def test_action_that_applies_to_none_of_the_selection_only_warns(admin_client, a
 
     assert response.status_code == 302
     assert [snapshot(job) for job in refused] == before
-    assert len(messages_of(response, message_levels.WARNING)) == len(refused)
-    assert messages_of(response, message_levels.SUCCESS) == []
+    (warning,) = messages_of(response)
+    assert warning == messages_of(response, message_levels.WARNING)[0]
+    assert f"0 jobs. {len(refused)} were skipped" in warning
     assert not LogEntry.objects.exists()
 
 
@@ -321,6 +341,7 @@ def test_action_whose_whole_selection_was_deleted_is_no_error(admin_client):
 
     assert response.status_code == 302
     assert messages_of(response, message_levels.SUCCESS) == []
+    assert not LogEntry.objects.exists()
 
 
 def test_unknown_action_name_changes_nothing_and_is_no_error(admin_client):
@@ -883,7 +904,7 @@ def test_job_page_query_count_does_not_grow_with_children_and_steps(admin_client
     large_page = admin_client.get(change_url(large)).content.decode()
     large_queries = queries_for(admin_client, change_url(large))
 
-    assert large_page.count('<tr class="form-row has_original"') == 30 + 20 + 20  # children, steps, log
+    assert [rows_in(large_page, name) for name in ("children", "steps", "log_lines")] == [30, 20, 20]
     assert large_queries == small_queries
     assert queries_for(admin_client, summary_url(large)) == queries_for(admin_client, summary_url(small))
 

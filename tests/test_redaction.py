@@ -260,7 +260,7 @@ def test_secret_in_a_step_result_is_stored_intact_for_replay_and_redacted_when_s
     assert fetch["result"]["password"] == REDACTED
     assert fetch["result"]["pair"] == [1, "two"]
 
-    resume(job, action="continue")
+    resume(job, data="go ahead")
     drain()
 
     job.refresh_from_db()

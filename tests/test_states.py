@@ -180,8 +180,10 @@ def test_operation_from_every_status(op, status, style):
         assert JobLog.objects.filter(job=job).count() == log_before
         return
 
+    # A question with offered answers is resumed with one of them.
+    answer = {"action": job.actions[0]["id"]} if op == "resume" and job.actions else {}
     start = timezone.now()
-    returned = CALL_STYLES[style](op, job, by="alice")
+    returned = CALL_STYLES[style](op, job, by="alice", **answer)
     end = timezone.now()
 
     after = snapshot(job)
@@ -189,7 +191,7 @@ def test_operation_from_every_status(op, status, style):
     assert {name: getattr(returned, name) for name in after} == after  # the returned job is fresh
     if style != "function(id)":
         assert job.status == after["status"]  # the Job passed in is refreshed too
-    expected = expected_change(op, before)
+    expected = {**expected_change(op, before), **{f"resume_{name}": value for name, value in answer.items()}}
     for name, value in expected.items():
         if value is NOW:
             assert_between(after[name], start, end)

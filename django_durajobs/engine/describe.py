@@ -6,6 +6,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Count, Max, Min
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -26,7 +27,7 @@ from ..status import (
     Status,
     StepState,
 )
-from ..store import DatabaseNow
+from ..store import DatabaseNow, database_now
 from .redact import redact
 from .values import to_job_id
 
@@ -93,25 +94,8 @@ def _can_revert(job: Job) -> bool:
         return False
 
 
-def describe(job: Job | int) -> dict[str, Any]:
-    """Everything a screen shows about a job, from a fresh read.
-
-    >>> describe(job)["current_step"]
-    {'id': 'upload', 'title': 'Upload files', 'state': 'running', ...}
-    """
-    job = _load(job)
-    steps = list(JobStep.objects.filter(job=job))
-    steps.sort(key=lambda step: (step.phase != Phase.RUN, step.position))
-    active = [step for step in steps if step.phase == job.phase]
-    current = next((step for step in active if step.state in ACTIVE_STEP_STATES), None) or next(
-        (step for step in active if step.state == StepState.PENDING), None
-    )
-    following = (
-        active[active.index(current) + 1] if current and active.index(current) + 1 < len(active) else None
-    )
-    keep = get_setting("LOG_LINES_KEPT")
-    log = list(JobLog.objects.filter(job=job).order_by("-id")[:keep])[::-1]
-    has_children = Job.objects.filter(parent=job).exists()
+def _facts(job: Job) -> dict[str, Any]:
+    """What a screen shows of the job's own row, in ``describe()``'s order up to its steps."""
     return {
         "id": job.pk,
         "kind": job.kind,
@@ -128,14 +112,15 @@ def describe(job: Job | int) -> dict[str, Any]:
         "updated_at": _iso(job.updated_at),
         "started_at": _iso(job.started_at),
         "ended_at": _iso(job.ended_at),
-        "current_step": step_summary(current) if current else None,
-        "completed_steps": [step_summary(step) for step in active if step.state == StepState.DONE],
-        "next_step": step_summary(following) if following else None,
-        "steps": [step_summary(step) for step in steps],
+    }
+
+
+def _outcome(job: Job) -> dict[str, Any]:
+    """What a screen shows of the job's wait, question, error and allowed operations."""
+    return {
         "wait_reason": job.wait_reason or None,
         "user_message": job.user_message or None,
         "actions": redact(job.actions),
-        "result": redact(job.result),
         "error": job.error or None,
         "error_code": job.error_code or None,
         "cancel_requested": job.cancel_requested,
@@ -145,9 +130,85 @@ def describe(job: Job | int) -> dict[str, Any]:
         "can_pause": job.status in PAUSABLE,
         "can_revert": _can_revert(job),
         "terminal": job.status in TERMINAL,
-        "stale": is_stale(job, job.database_now),
+        "stale": is_stale(job, getattr(job, "database_now", None) or database_now()),
+    }
+
+
+def describe(job: Job | int) -> dict[str, Any]:
+    """Everything a screen shows about a job, from a fresh read.
+
+    >>> describe(job)["current_step"]
+    {'id': 'upload', 'title': 'Upload files', 'state': 'running', ...}
+    """
+    job = _load(job)
+    steps = list(JobStep.objects.filter(job=job))
+    steps.sort(key=lambda step: (step.phase != Phase.RUN, step.position))
+    summaries = [step_summary(step) for step in steps]  # each step's result redacted once
+    active = [index for index, step in enumerate(steps) if step.phase == job.phase]
+    current = next((i for i in active if steps[i].state in ACTIVE_STEP_STATES), None)
+    if current is None:
+        current = next((i for i in active if steps[i].state == StepState.PENDING), None)
+    following = active[active.index(current) + 1] if current is not None and current != active[-1] else None
+    keep = get_setting("LOG_LINES_KEPT")
+    log = list(JobLog.objects.filter(job=job).order_by("-id")[:keep])[::-1]
+    has_children = Job.objects.filter(parent=job).exists()
+    return {
+        **_facts(job),
+        "current_step": dict(summaries[current]) if current is not None else None,
+        "completed_steps": [dict(summaries[i]) for i in active if steps[i].state == StepState.DONE],
+        "next_step": dict(summaries[following]) if following is not None else None,
+        "steps": summaries,
+        **_outcome(job),
+        "result": redact(job.result),
         "log": [{"at": _iso(entry.at), "line": entry.line} for entry in log],
         "children": children_summary(job) if has_children else None,
+    }
+
+
+#: How many of its latest completed steps ``live_summary`` names.
+RECENT_STEPS = 3
+
+
+def live_summary(job: Job) -> dict[str, Any]:
+    """``describe()`` for a screen that refreshes itself, in a few indexed queries however big the job.
+
+    The same keys for the job itself, its current and next step; ``completed_steps`` holds only
+    the latest ``RECENT_STEPS`` (``completed_count`` says how many there are), and ``children``
+    only the counts (``total``, ``by_status``, ``overall``). No steps list, log or result.
+    """
+    steps = JobStep.objects.filter(job_id=job.pk, phase=job.phase)
+    # Per state: how many steps, and the first and last position (``durajobs_step_order`` finds each).
+    states = {
+        state: (number, first, last)
+        for state, number, first, last in steps.values_list("state")
+        .annotate(Count("id"), Min("position"), Max("position"))
+        .order_by()
+    }
+    active = [states[state][1] for state in ACTIVE_STEP_STATES if state in states]
+    position = min(active) if active else states.get(StepState.PENDING, (0, None, None))[1]
+    current = following = None
+    if position is not None:
+        current = steps.filter(position=position, state__in=(*ACTIVE_STEP_STATES, StepState.PENDING)).first()
+        following = steps.filter(position__gt=position).order_by("position").first()
+    completed, _first, last_done = states.get(StepState.DONE, (0, None, None))
+    recent = []
+    if completed:
+        done = steps.filter(state=StepState.DONE, position__lte=last_done).order_by("-position")
+        recent = list(done[:RECENT_STEPS])[::-1]
+    counts = Counter(
+        dict(Job.objects.filter(parent_id=job.pk).values_list("status").annotate(n=Count("id")).order_by())
+    )
+    total = sum(counts.values())
+    return {
+        **_facts(job),
+        "current_step": step_summary(current) if current else None,
+        "completed_steps": [step_summary(step) for step in recent],
+        "completed_count": completed,
+        "next_step": step_summary(following) if following else None,
+        **_outcome(job),
+        "children": {"total": total, "by_status": dict(counts), "overall": overall(counts)}
+        if total
+        else None,
     }
 
 

@@ -187,7 +187,7 @@ def inputs_secret_step(job, ctx):
         return secret_step_value()
 
     credentials = ctx.step("fetch", fetch)
-    if ctx.resume_action != "continue":
+    if ctx.resume_data != "go ahead":
         ctx.wait_external("Waiting for the go-ahead")
     expected = secret_step_value()
     expected["pair"] = list(expected["pair"])

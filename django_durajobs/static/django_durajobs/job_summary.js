@@ -11,6 +11,10 @@
     }
 
     function refresh(summary) {
+        if (document.hidden) {  // nobody is looking: ask again later, without a request
+            schedule(summary);
+            return;
+        }
         fetch(summary.dataset.refreshUrl, {credentials: "same-origin", headers: {"X-Requested-With": "XMLHttpRequest"}})
             .then(function (response) {
                 if (!response.ok) {

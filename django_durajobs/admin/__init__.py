@@ -1,0 +1,12 @@
+"""The Django admin as the operator's console: every job, its steps and log, and the operations.
+
+Thin glue over the engine: what may be done comes from the operations in ``ops``; the admin
+checks permissions, calls them, and records who did what in Django's admin history. One module
+per concern: ``jobs`` (the list and the page's fields), ``pages`` (the job page and its views),
+``sections`` (the page's bounded steps, log and children), ``actions`` (actions on selected
+jobs, however many), ``display`` (badges, JSON, the operations' buttons).
+"""
+
+from .jobs import JobAdmin
+
+__all__ = ["JobAdmin"]
