@@ -8,5 +8,6 @@ from . import (  # noqa: F401
     kinds_fleet,
     kinds_inputs,
     kinds_lifecycle,
+    kinds_secrets,
     kinds_states,
 )
