@@ -78,6 +78,9 @@ PROSE_WORDS = frozenset(
     for plural in ("", "s")
 )
 
+#: An exception's name before its message ("KeyError: 'id'", "TokenExpiredError: ...") is no key.
+EXCEPTION_SEGMENTS = frozenset({"error", "exception", "warning"})
+
 #: Keys whose bare value is the rest of the line (an HTTP header: "Authorization: Digest a=1, b=2").
 HEADER_KEYS = frozenset({"authorization", "proxy_authorization", "cookie", "set_cookie"})
 
@@ -114,6 +117,8 @@ def is_sensitive(key: str, words: tuple[str, ...], spaced: bool = False) -> bool
 def _is_sensitive(key: str, words: tuple[str, ...], spaced: bool) -> bool:
     normalised = normalised_key(key)
     segments = key_segments(key)
+    if segments and segments[-1] in EXCEPTION_SEGMENTS:
+        return False
     if spaced:
         return (
             _CONFIG_STYLE.search(key.rstrip("-.")) is not None
@@ -202,11 +207,12 @@ class _KeyFinder:
             if "_" not in word:
                 endings += _literals([word.capitalize()[::-1]], "(?=[a-z0-9])")
         # In the reversed text, where a key's separator comes before it. The one character a search
-        # looks for comes first; the lookbehinds after it tell which one it was.
+        # looks for comes first; the lookbehinds after it tell which one it was (a ":" before "//"
+        # is a URL's).
         self.backwards = re.compile(
             r"""[:=>\ \t](?:
                 # "password=x", "'api_key': 'x'", "token => x", "key := x" (reversed "=>": ">=")
-                (?:(?<=>)=|(?<=[:=]):?)[ \t]*+\]?["']?(?P<key>(?=[\w.\-]*?(?:<HINTS>))[\w.\-]++)
+                (?:(?<=>)=|(?<==):?|(?<=:)(?<!/:))[ \t]*+\]?["']?(?P<key>(?=[\w.\-]*?(?:<HINTS>))[\w.\-]++)
                 | (?<=[ \t])[ \t]*+(?:
                     # "token is x" (reversed: " si ")
                     si[ \t]++\]?["']?(?P<is_key>(?=[\w.\-]*?(?:<HINTS>))[\w.\-]++)
@@ -239,7 +245,7 @@ class _KeyFinder:
     def spans(self, text: str) -> Iterator[Span]:
         """The values of keys that name secrets: ``password=x``, ``API_KEY x``, ``requirepass x``."""
         size, backwards = len(text), text[::-1]
-        value_at, one_word, verdict_on = _VALUE.match, _ONE_WORD.match, self._verdict
+        value_at, one_word, verdicts = _VALUE.match, _ONE_WORD.match, self._verdicts
         for match in self.backwards.finditer(backwards):
             group = match.lastindex  # 1: key, 2: is_key, 3: spaced_key
             key_start, key_end = size - match.end(), size - match.start(group)
@@ -252,7 +258,9 @@ class _KeyFinder:
                 if value and value.group() != "is" and is_sensitive(key, self.words, spaced=True):
                     yield value.span()
                 continue
-            verdict = verdict_on(key)
+            verdict = verdicts.get(key)
+            if verdict is None:
+                verdict = self._verdict(key)
             if verdict == NOT_SECRET:
                 continue
             if group == 2:  # "password is x": one word

@@ -73,7 +73,8 @@ def _vendor_alternatives() -> Iterator[str]:
 _FORWARD = re.compile(
     r"""
     # postgres://app:s3cret@db/x — the password runs to the last "@" (it may hold "@" and "/")
-    ://[^\s:/@"'<>]*+:(?!//)(?P<url>)
+    # ("host:8080/..." is a port; "a://b:c" followed by "//" starts the next URL)
+    ://[^\s:/@"'<>]*+:(?!//|[0-9]++/)(?P<url>)
     # a JSON Web Token (or base64url JSON: header and payload suffice when its end was cut off)
     | J(?<=(?<![\w.\-])eyJ)[\w\-]{10,}+(?:\.[\w\-]*+){0,2}+
     # a vendor's token, by its prefix, at the start of a token
@@ -103,12 +104,23 @@ _COMMAND_REACH = 300  # how far back on its line "-pSECRET" looks for its comman
 
 def redact_shapes(text: str, words: tuple[str, ...]) -> str:
     """``text`` with every secret of a known shape replaced by ``[REDACTED]``; ``words`` are the
-    secret words of key names (``secret_keys.SECRET_WORDS`` and the ``REDACT_KEYS``)."""
-    pieces, kept = [], 0
-    for start, end in _merged(secret_spans(text, words)):
-        pieces += (text[kept:start], REDACTED)
-        kept = end
-    pieces.append(text[kept:])
+    secret words of key names (``secret_keys.SECRET_WORDS`` and the ``REDACT_KEYS``).
+
+    Overlapping and touching secrets become one ``[REDACTED]``.
+    """
+    spans = secret_spans(text, words)
+    spans.sort()
+    pieces: list[str] = []
+    secret_end = -1  # where the last secret ends: a span that overlaps or touches it joins it
+    for start, end in spans:
+        if start <= secret_end:
+            secret_end = max(secret_end, end)
+        elif end > start:
+            pieces += (text[max(secret_end, 0) : start], REDACTED)
+            secret_end = end
+    if not pieces:
+        return text
+    pieces.append(text[secret_end:])
     return "".join(pieces)
 
 
@@ -118,21 +130,6 @@ def secret_spans(text: str, words: tuple[str, ...]) -> list[Span]:
     spans += _Forward(text).spans()
     spans += key_finder(words).spans(text)
     return spans
-
-
-def _merged(spans: list[Span]) -> Iterator[Span]:
-    """The spans in order, overlapping and touching ones as one, empty ones left out."""
-    spans.sort()
-    current_start = current_end = -1
-    for start, end in spans:
-        if start <= current_end:
-            current_end = max(current_end, end)
-            continue
-        if current_end > current_start:
-            yield (current_start, current_end)
-        current_start, current_end = start, end
-    if current_end > current_start:
-        yield (current_start, current_end)
 
 
 def _private_keys(text: str) -> Iterator[Span]:
