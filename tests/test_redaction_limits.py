@@ -19,7 +19,7 @@ from collections.abc import Callable
 import pytest
 
 import django_durajobs
-from bench.hostile_text import HOSTILE, TOKEN_LIKE
+from bench.redaction import HOSTILE, TOKEN_LIKE
 from django_durajobs import Job, JobLog, Status, enqueue
 from django_durajobs.engine import redact as redaction
 from django_durajobs.engine.redact import (
