@@ -32,6 +32,7 @@ from django_durajobs.engine.redact import (
     redact_text,
     shown_text,
 )
+from django_durajobs.worker import logger as worker_logger
 from tests.helpers import wait_for
 from tests.testapp.kinds_secrets import HEALTHY_STEPS, HUGE_SECRET, healthy_effect, huge_message
 from tests.testapp.models import SideEffect
@@ -183,7 +184,7 @@ def test_a_warning_is_recorded_redacted_and_bounded(caplog):
 
 
 def test_a_traceback_is_recorded_as_redacted_text(caplog):
-    logger = logging.getLogger("django_durajobs.worker")
+    logger = worker_logger  # made by django_durajobs.worker, as the worker logs
 
     with caplog.at_level(logging.WARNING, logger="django_durajobs"):
         try:

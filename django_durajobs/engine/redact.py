@@ -3,8 +3,9 @@
 Log lines, error text, wait reasons, user messages and run results are redacted before they are
 stored; step results are stored intact (replay must return exactly what the step returned) and
 redacted when shown. Text with a limit is cut before it is redacted: only a window a little
-longer than the limit is read, so a huge text costs no more than a short one. The shapes of
-secrets are in ``secret_shapes``; docs/secrets.md says which they are.
+longer than the limit is read, so a huge text costs no more than a short one. Which keys name
+secrets is in ``secret_keys``, the other shapes of secrets in ``secret_shapes``; docs/secrets.md
+says what they are.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from ..conf import get_setting
 from ..errors import JobError
 from .secret_keys import SECRET_WORDS, is_sensitive, normalised_key
 from .secret_shapes import REDACTED, redact_shapes
-
-__all__ = ["REDACTED", "describe_exception", "is_sensitive_key", "redact", "redact_text", "shown_text"]
 
 #: Texts up to this long are kept, redacted, in a cache ("Done.", "Waiting: DNS record not visible").
 CACHED_CHARS = 1000
@@ -139,10 +138,10 @@ class RedactingFilter(logging.Filter):
     """Gives a record of warning level or above, or with a traceback, only redacted, bounded text.
 
     The record's ``exc_info`` is replaced by its redacted text (``exc_text``), which formatters
-    print as they would have printed the traceback: a handler that reads the exception object
-    itself (an error tracker) would see the raw values. Records below warning go through
-    untouched: the package logs only text that was redacted when it was stored (or ids and
-    kind names) at those levels, and a worker logs them for every job.
+    print as they would have printed the traceback; a handler that reads the exception itself
+    (an error tracker's logging integration) gets no frames, so none of their local variables.
+    Records below warning go through untouched: at those levels the package logs only ids, kind
+    names and text redacted when it was stored, and a worker logs them for every job.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -174,15 +173,16 @@ def redacted_traceback(
         for part in traceback.TracebackException(exc_type, exc, tb).format()
     ]
     if sum(len(part) for part in parts) > TRACEBACK_MAX_CHARS:
-        head, tail, budget = [], [], TRACEBACK_MAX_CHARS // 2
-        while parts and len(parts[-1]) <= budget:
-            budget -= len(parts[-1])
-            tail.insert(0, parts.pop())
-        budget += TRACEBACK_MAX_CHARS // 2
-        while parts and len(parts[0]) <= budget:
-            budget -= len(parts[0])
-            head.append(parts.pop(0))
-        parts = [*head, f"  [… {len(parts)} more parts of the traceback left out …]\n", *tail]
+        tail, size = len(parts), 0  # parts[tail:] are kept, half the budget at most
+        while tail > 0 and size + len(parts[tail - 1]) <= TRACEBACK_MAX_CHARS // 2:
+            tail -= 1
+            size += len(parts[tail])
+        head = 0  # parts[:head] are kept, in the rest of the budget
+        while head < tail and size + len(parts[head]) <= TRACEBACK_MAX_CHARS:
+            size += len(parts[head])
+            head += 1
+        left_out = f"  [… {tail - head} more parts of the traceback left out …]\n"
+        parts = [*parts[:head], left_out, *parts[tail:]]
     return "".join(parts).removesuffix("\n")
 
 
