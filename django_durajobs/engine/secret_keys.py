@@ -208,14 +208,15 @@ class _KeyFinder:
                 endings += _literals([word.capitalize()[::-1]], "(?=[a-z0-9])")
         # In the reversed text, where a key's separator comes before it. The one character a search
         # looks for comes first; the lookbehinds after it tell which one it was (a ":" before "//"
-        # is a URL's).
+        # is a URL's). A hint counts in the key's last 100 characters, the ones that are judged.
         self.backwards = re.compile(
             r"""[:=>\ \t](?:
                 # "password=x", "'api_key': 'x'", "token => x", "key := x" (reversed "=>": ">=")
-                (?:(?<=>)=|(?<==):?|(?<=:)(?<!/:))[ \t]*+\]?["']?(?P<key>(?=[\w.\-]*?(?:<HINTS>))[\w.\-]++)
+                (?:(?<=>)=|(?<==):?|(?<=:)(?<!/:))[ \t]*+\]?["']?
+                (?P<key>(?=[\w.\-]{0,99}?(?:<HINTS>))[\w.\-]++)
                 | (?<=[ \t])[ \t]*+(?:
                     # "token is x" (reversed: " si ")
-                    si[ \t]++\]?["']?(?P<is_key>(?=[\w.\-]*?(?:<HINTS>))[\w.\-]++)
+                    si[ \t]++\]?["']?(?P<is_key>(?=[\w.\-]{0,99}?(?:<HINTS>))[\w.\-]++)
                     # "CLIENT_SECRET x", "clientSecret x", "--password x": a value, a space, a key
                     | (?P<spaced_key>(?:<ENDINGS>)[\w.\-]*+)
                 )
