@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from bench.database import Target, postgres_params, rows_sql
 from bench.rawqueue import TABLE, RawQueue, open_raw_queue
+from bench.redaction import redaction
 from bench.report import Figure
 from django_durajobs import Job, Status, enqueue, enqueue_many, store
 from django_durajobs.worker import Worker, WorkerOptions
@@ -50,6 +51,7 @@ class Sizes:
     claims: int  # timed claims per table state
     rss_jobs: int  # jobs the RSS worker runs
     rss_every: float  # seconds between RSS samples
+    redaction: int  # characters of each text redacted
 
 
 FULL = Sizes(
@@ -61,6 +63,7 @@ FULL = Sizes(
     claims=200,
     rss_jobs=100_000,
     rss_every=0.5,
+    redaction=1_000_000,
 )
 # A smoke run (CI): every workload, small. RSS is sampled more often so a short run still has
 # samples after warm-up.
@@ -73,6 +76,7 @@ QUICK = Sizes(
     claims=30,
     rss_jobs=1_000,
     rss_every=0.1,
+    redaction=250_000,
 )
 
 
@@ -503,4 +507,4 @@ def resident_kb(pid: int) -> int | None:
     return None  # a zombie has no VmRSS
 
 
-WORKLOADS = (enqueue_one_by_one, enqueue_in_bulk, processing, wake_up, claim_cost, worker_memory)
+WORKLOADS = (enqueue_one_by_one, enqueue_in_bulk, processing, wake_up, claim_cost, worker_memory, redaction)

@@ -8,7 +8,6 @@ within milliseconds rather than a poll interval.
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 import time
@@ -19,10 +18,11 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from . import store
 from .conf import get_setting
+from .engine.redact import package_logger
 from .engine.runner import execute
 from .ops import wake_due_waits
 
-logger = logging.getLogger("django_durajobs.worker")
+logger = package_logger("django_durajobs.worker")
 
 RECONNECT_DELAYS = (0.5, 1, 2, 5, 10)
 

@@ -3,6 +3,7 @@
 - ``child_env``: the environment for a child Python process (a worker, a management command)
   that must use the test database; it commits data (``transactional_db``) so the child sees it.
 - ``db_vendor``: ``"sqlite"``, ``"postgresql"`` or ``"mysql"``.
+- ``runjobs``: start ``manage.py runjobs`` processes (with ``child_env``), killed at the end.
 
 ``tests.helpers.wait_for`` is the way to wait for something another thread or process does.
 """
@@ -10,6 +11,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +58,33 @@ def db_vendor() -> str:
     from django.db import connection
 
     return connection.vendor
+
+
+@pytest.fixture
+def runjobs(tmp_path):
+    """Start ``python -m django runjobs ARGS``; every process is SIGKILLed and reaped afterwards.
+
+    Each process's output (stdout and stderr) goes to its own file: ``proc.log_path``.
+    """
+    started = []
+
+    def start(*args, env, extra_env=None):
+        log_path = tmp_path / f"runjobs-{len(started)}.log"
+        log = log_path.open("w")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "django", "runjobs", *args],
+            env={**env, **(extra_env or {})},
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        proc.log_path = log_path
+        started.append((proc, log))
+        return proc
+
+    yield start
+    for proc, log in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+        log.close()

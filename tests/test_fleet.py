@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from datetime import timedelta
@@ -21,7 +19,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from django_durajobs import Job, JobStep, Status, drain, enqueue
-from tests.helpers import REPO_ROOT, wait_for
+from tests.helpers import wait_for
 from tests.testapp.kinds_fleet import (
     CHAOS_STEP_SECONDS,
     CHAOS_STEPS,
@@ -45,36 +43,6 @@ UNFINISHED = (Status.QUEUED, Status.RUNNING)
 
 
 # Helpers ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def runjobs(tmp_path):
-    """Start ``python -m django runjobs ARGS``; every process is SIGKILLed and reaped afterwards.
-
-    Each process's output (stdout and stderr) goes to its own file: ``proc.log_path``.
-    """
-    started = []
-
-    def start(*args, env, extra_env=None):
-        log_path = tmp_path / f"runjobs-{len(started)}.log"
-        log = log_path.open("w")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "runjobs", *args],
-            env={**env, **(extra_env or {})},
-            cwd=REPO_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        proc.log_path = log_path
-        started.append((proc, log))
-        return proc
-
-    yield start
-    for proc, log in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def log_of(proc) -> str:

@@ -80,6 +80,35 @@ SECRETS_IN_TEXT = [
         "X-Api-Key",
         id="api-key with a hyphen",
     ),
+    # The shapes issue 13 found missed.
+    pytest.param(
+        "deploy key:\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+        "-----END OPENSSH PRIVATE KEY-----\nok",
+        "b3BlbnNzaC1rZXktdjEAAAAA",
+        "-----END OPENSSH PRIVATE KEY-----\nok",
+        id="PEM private key block",
+    ),
+    pytest.param(
+        "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAcut",
+        "MIIEowIBAAKCAQEAcut",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        id="PEM block cut off before its END",
+    ),
+    pytest.param("pwd=hunter2 user=bob", "hunter2", "user=bob", id="pwd="),
+    pytest.param("pass=hunter2 user=bob", "hunter2", "user=bob", id="pass="),
+    pytest.param("DB_PASS=hunter2", "hunter2", "DB_PASS=", id="DB_PASS="),
+    pytest.param("key=hunter2", "hunter2", "key=", id="key="),
+    pytest.param("passwd: hunter2", "hunter2", "passwd:", id="passwd:"),
+    pytest.param("secret_key = 'hunter2'", "hunter2", "secret_key", id="secret_key"),
+    pytest.param('{"clientSecret": "hunter2"}', "hunter2", "clientSecret", id="camelCase clientSecret"),
+    pytest.param("x-api-key: hunter2", "hunter2", "x-api-key:", id="x-api-key"),
+    pytest.param("client_secret hunter2", "hunter2", "client_secret ", id="config key, a space, a value"),
+    pytest.param("CLIENT_SECRET hunter2", "hunter2", "CLIENT_SECRET ", id="ALL-CAPS key, a space, a value"),
+    pytest.param("bind 0.0.0.0\nrequirepass foobared\n", "foobared", "requirepass ", id="redis.conf"),
+    pytest.param("password=a b c", "b c", "password=", id="password of several words"),
+    pytest.param("password=a b c user=bob", "b c", "user=bob", id="several words, up to the next key"),
+    pytest.param('{"password": "a\\"b-hunter2", "u": 1}', "b-hunter2", '"u": 1', id="JSON escaped quote"),
+    pytest.param("postgres://u:p@ss/w@db/x", "ss/w", "@db/x", id="URL password with @ and /"),
 ]
 
 
@@ -107,12 +136,67 @@ ORDINARY_TEXT = [
     pytest.param(
         "Token refresh scheduled for 10:00",
     ),
+    "the token expired, retrying",
+    "key rotation finished",
+    "key rotated",
+    "Keys rotated on 3 servers",
+    "passwords match",
+    "pass-through mode on, key-value store ready",
+    "monkey=1 author=2 passenger=3 keyboard=4 max_tokens=512",
+    "https://example.com:8080/search?mail=bob@example.com",
+    "mkdir -p /srv/app && tar -xzf app.tgz",
+    "The secret of a good deploy is a small change",
+    "KeyError: 'id'",
+    "TokenExpiredError: the session ended",
 ]
 
 
 @pytest.mark.parametrize("text", ORDINARY_TEXT)
 def test_redact_text_leaves_ordinary_text_alone(text):
     assert redact_text(text) == text
+
+
+# Key names ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "password",
+        "DB_PASS",
+        "pwd",
+        "pass",
+        "key",
+        "passwd",
+        "secret_key",
+        "clientSecret",
+        "x-api-key",
+        "api-key",
+        "APIKey",
+        "idempotency_key",
+        "PGPASSWORD",
+        "sessionid",
+        "csrftoken",
+        "accessToken",
+        "Authorization",
+        "aws_secret_access_key",
+        "otp",
+        "sig",
+        "credentials",
+    ],
+)
+def test_a_key_naming_a_secret_is_sensitive_in_a_dict_and_in_text(key):
+    """One rule for both: a segment names a secret, or the key holds a secret word."""
+    assert redact({key: "hunter2"}) == {key: REDACTED}
+    assert redact_text(f"{key}=hunter2") == f"{key}={REDACTED}"
+
+
+@pytest.mark.parametrize(
+    "key", ["monkey", "author", "passenger", "keyboard", "max_tokens", "tokenizer", "donkey_kong", "bypass"]
+)
+def test_a_key_whose_segments_name_no_secret_is_not_sensitive(key):
+    assert redact({key: "hunter2"}) == {key: "hunter2"}
+    assert redact_text(f"{key}=hunter2") == f"{key}=hunter2"
 
 
 # redact ------------------------------------------------------------------------------------------

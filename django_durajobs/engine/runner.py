@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -25,10 +24,10 @@ from .context import (
     WaitInterrupt,
     step_result,
 )
-from .redact import describe_exception, redact
+from .redact import describe_exception, package_logger, redact
 from .retry import backoff
 
-logger = logging.getLogger("django_durajobs")
+logger = package_logger("django_durajobs")
 
 
 @dataclass
@@ -59,9 +58,10 @@ def execute(lease: Lease, then_claim: Callable[[], bool] | None = None) -> str |
         logger.warning("Job %s abandoned: %s", job.pk, lost)
         return None
     except JobError as exc:
+        error = describe_exception(exc)
         outcome = Outcome(
-            {"status": Status.FAILED, "error": str(exc), "error_code": exc.code, "ended_at": timezone.now()},
-            str(exc),
+            {"status": Status.FAILED, "error": error, "error_code": exc.code, "ended_at": timezone.now()},
+            error,
         )
     if outcome.fields["status"] not in WAITING:
         outcome.steps += _no_longer_waiting(ctx)
@@ -216,8 +216,11 @@ def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
     job = ctx.job
     # A JobError is a failure the job reported on purpose: its message is enough.
     traceback = None if isinstance(exc, JobError) else exc
-    logger.warning("Job %s (%s) raised in try %s: %s", job.pk, job.kind, job.attempt, exc, exc_info=traceback)
     error = describe_exception(exc)
+    # The log's filter redacts the traceback (package_logger); the message is the stored error.
+    logger.warning(
+        "Job %s (%s) raised in try %s: %s", job.pk, job.kind, job.attempt, error, exc_info=traceback
+    )
     code = exc.code if isinstance(getattr(exc, "code", None), str) and exc.code else None
     now = timezone.now()
     if not ctx.reverting and kind.is_retryable(exc) and job.attempt < job.max_attempts:

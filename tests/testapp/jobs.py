@@ -9,5 +9,6 @@ from . import (  # noqa: F401
     kinds_inputs,
     kinds_lifecycle,
     kinds_limits,
+    kinds_secrets,
     kinds_states,
 )
