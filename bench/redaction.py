@@ -1,5 +1,5 @@
 """The redaction workload, and the texts built to make redaction slow: token-like runs and the
-shapes its patterns look for, repeated. ``tests/test_redaction_limits.py`` holds redaction to a
+shapes its patterns look for, repeated. ``tests/engine/test_redaction_limits.py`` holds redaction to a
 bound on each of these texts.
 """
 
@@ -77,7 +77,7 @@ def redaction(bench) -> list[Figure]:
     No database and no raw queue: redaction is plain Python. The best of a few runs each.
     """
     from django_durajobs.conf import get_setting
-    from django_durajobs.engine.redact import redact_text, shown_text
+    from django_durajobs.redaction import redact_text, shown_text
 
     size = bench.sizes.redaction
     per_megabyte = 1_000_000 / size

@@ -9,46 +9,84 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from .errors import JobError
+from .errors import EventTimeout, JobError
 from .registry import job
 from .status import Status
 
 __all__ = [
+    "Event",
+    "EventTimeout",
     "Job",
     "JobError",
     "JobLog",
     "JobStep",
+    "Schedule",
     "Status",
+    "acancel",
+    "achildren_summary",
+    "adescribe",
+    "aenqueue",
+    "aenqueue_many",
+    "apause",
+    "arecover",
+    "aresume",
+    "aretry",
+    "arevert",
+    "aupdate",
     "cancel",
     "children_summary",
     "describe",
+    "asend_event",
     "drain",
     "enqueue",
     "enqueue_many",
     "job",
     "pause",
+    "prune",
     "recover",
     "resume",
     "retry",
     "revert",
+    "send_event",
     "update",
 ]
 
 _LAZY = {
+    "Event": "models",
     "Job": "models",
     "JobLog": "models",
     "JobStep": "models",
+    "Schedule": "models",
     "enqueue": "store",
     "enqueue_many": "store",
     "recover": "store",
+    "prune": "store",
     "resume": "ops",
     "retry": "ops",
     "pause": "ops",
     "cancel": "ops",
     "revert": "ops",
     "update": "ops",
-    "drain": "worker",
+    "send_event": "ops",
+    "asend_event": "ops",
+    "drain": "draining",
     "children_summary": "engine.describe",
+    **dict.fromkeys(
+        [
+            "aenqueue",
+            "aenqueue_many",
+            "arecover",
+            "aresume",
+            "aretry",
+            "apause",
+            "acancel",
+            "arevert",
+            "aupdate",
+            "adescribe",
+            "achildren_summary",
+        ],
+        "async_ops",
+    ),
     "describe": "engine.describe",
 }
 

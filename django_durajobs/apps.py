@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from importlib import import_module
+
 from django.apps import AppConfig
+from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
 from django.utils.translation import gettext_lazy as _
 
@@ -15,3 +18,16 @@ class DurajobsConfig(AppConfig):
 
         # Like admin.py: every installed app's jobs.py registers its kinds.
         autodiscover_modules("jobs")
+        if uses_durable_tasks():
+            import_module("django_durajobs.tasks")  # so that a worker finds tasks by their path
+
+
+def uses_durable_tasks() -> bool:
+    """Whether a backend of the ``TASKS`` setting is ``DurableBackend``."""
+    backends = getattr(settings, "TASKS", None)
+    if not isinstance(backends, dict):
+        return False
+    return any(
+        isinstance(entry, dict) and str(entry.get("BACKEND", "")).startswith("django_durajobs.tasks")
+        for entry in backends.values()
+    )

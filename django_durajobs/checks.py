@@ -6,6 +6,10 @@ from django.conf import settings
 from django.core import checks
 
 from .conf import DEFAULTS
+from .errors import JobError
+from .limits import limit_problem
+from .registry import kind_schedules, known_kinds
+from .schedules import spec_from_setting
 
 POSITIVE_NUMBERS = (
     "LEASE_SECONDS",
@@ -18,9 +22,11 @@ POSITIVE_NUMBERS = (
     "MAX_SUBJECT_BYTES",
     "MAX_RESULT_BYTES",
     "MAX_RESUME_DATA_BYTES",
+    "MAX_EVENT_PAYLOAD_BYTES",
     "MAX_MESSAGE_CHARS",
     "MAX_ACTIONS",
     "MAX_STEPS",
+    "SCHEDULE_GRACE_SECONDS",
 )
 
 
@@ -59,6 +65,26 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
                 id="durajobs.E005",
             )
         )
+    threads = configured.get("ASYNC_DATABASE_THREADS", DEFAULTS["ASYNC_DATABASE_THREADS"])
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        errors.append(
+            checks.Error(
+                f"DURAJOBS['ASYNC_DATABASE_THREADS'] must be a whole number of 1 or more, not {threads!r}.",
+                hint="It is how many threads (and database connections) a worker's async jobs share.",
+                id="durajobs.E015",
+            )
+        )
+    token = configured.get("METRICS_TOKEN", DEFAULTS["METRICS_TOKEN"])
+    if token is not None and (not isinstance(token, str) or not token):
+        errors.append(
+            checks.Error(
+                "DURAJOBS['METRICS_TOKEN'] must be None or a non-empty string.",
+                hint="Prometheus sends it as 'Authorization: Bearer <token>' to the metrics URL.",
+                id="durajobs.E025",
+            )
+        )
+    errors += _schedule_errors(configured.get("SCHEDULES", DEFAULTS["SCHEDULES"]))
+    errors += _queue_limit_errors(configured.get("QUEUE_LIMITS", DEFAULTS["QUEUE_LIMITS"]))
     lease = configured.get("LEASE_SECONDS", DEFAULTS["LEASE_SECONDS"])
     heartbeat = configured.get("HEARTBEAT_SECONDS", DEFAULTS["HEARTBEAT_SECONDS"])
     if not errors and heartbeat * 2 > lease:
@@ -70,4 +96,65 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
                 id="durajobs.W001",
             )
         )
+    return errors
+
+
+def _schedule_errors(schedules: object) -> list[checks.CheckMessage]:
+    """``DURAJOBS["SCHEDULES"]``: each entry a schedule of a registered kind, under a name of its own."""
+    if not isinstance(schedules, dict):
+        return [
+            checks.Error("DURAJOBS['SCHEDULES'] must be a dict of schedules by name.", id="durajobs.E006")
+        ]
+    of_kinds = {spec.name for spec in kind_schedules()}
+    errors: list[checks.CheckMessage] = []
+    for name, entry in schedules.items():
+        try:
+            spec = spec_from_setting(name, entry)
+        except JobError as exc:
+            if exc.code == "missing_dependency":
+                errors.append(
+                    checks.Error(exc.message, hint="pip install django-durajobs[cron]", id="durajobs.E007")
+                )
+            else:
+                errors.append(checks.Error(exc.message, id="durajobs.E006"))
+            continue
+        if spec.kind not in known_kinds():
+            errors.append(
+                checks.Error(
+                    f"DURAJOBS['SCHEDULES'][{name!r}] names the job kind {spec.kind!r}, "
+                    "which is not registered.",
+                    hint="Kinds are registered with @job in an installed app's jobs.py.",
+                    id="durajobs.E008",
+                )
+            )
+        if name in of_kinds:
+            errors.append(
+                checks.Error(
+                    f"DURAJOBS['SCHEDULES'][{name!r}] has the name of the schedule of "
+                    f"@job({name!r}, schedule=…).",
+                    id="durajobs.E009",
+                )
+            )
+    return errors
+
+
+def _queue_limit_errors(limits: object) -> list[checks.CheckMessage]:
+    if not isinstance(limits, dict):
+        return [
+            checks.Error(
+                f"DURAJOBS['QUEUE_LIMITS'] must be a dict of queue names to limits, not {limits!r:.40}.",
+                id="durajobs.E010",
+            )
+        ]
+    errors: list[checks.CheckMessage] = []
+    for queue, limit in limits.items():
+        problem = "is not a queue name" if not isinstance(queue, str) or not queue else limit_problem(limit)
+        if problem:
+            errors.append(
+                checks.Error(
+                    f"DURAJOBS['QUEUE_LIMITS'][{queue!r}]: {problem}",
+                    hint="Each queue's limit: the most of its jobs that may run at once across all workers.",
+                    id="durajobs.E010",
+                )
+            )
     return errors

@@ -20,11 +20,17 @@ DEFAULTS: dict[str, Any] = {
     "MAX_SUBJECT_BYTES": 1_000_000,
     "MAX_RESULT_BYTES": 1_000_000,
     "MAX_RESUME_DATA_BYTES": 100_000,
+    "MAX_EVENT_PAYLOAD_BYTES": 100_000,
     "MAX_MESSAGE_CHARS": 2_000,
     "MAX_ACTIONS": 20,
     "MAX_STEPS": 10_000,
     "REDACT_KEYS": (),
     "PREPARED_STATEMENTS": True,
+    "SCHEDULES": {},
+    "SCHEDULE_GRACE_SECONDS": 60,
+    "QUEUE_LIMITS": {},
+    "ASYNC_DATABASE_THREADS": 4,
+    "METRICS_TOKEN": None,
 }
 
 #: ``settings.DURAJOBS`` itself (so a change made in place shows), once it was looked up.

@@ -19,5 +19,30 @@ class JobError(Exception):
         return self.message
 
 
+class JobTimeout(JobError, TimeoutError):
+    """A job or a step ran past its timeout: ``code`` is ``"timeout"``.
+
+    A ``TimeoutError`` too, so a kind's ``retryable=lambda exc: isinstance(exc, TimeoutError)``
+    retries it like any other timeout.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__("timeout", message)
+
+
 class LeaseLost(Exception):
     """This worker no longer owns the job: another worker took it over, or it was released."""
+
+
+class EventTimeout(JobTimeout):
+    """``ctx.wait_for_event(name, timeout=…)`` timed out before the event was sent.
+
+    The run may catch it and go on; uncaught, the job fails with ``error_code="timeout"``.
+    A re-entered run gets it again at the same wait, so it takes the same way as before.
+    """
+
+    def __init__(self, name: str, nth: int = 1) -> None:
+        super().__init__(f"The wait for event {name} timed out.")
+        self.event_name = name
+        #: Which of the run's waits for this name it was (1 for the first).
+        self.nth = nth

@@ -2,28 +2,57 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from django.conf import settings
+from django.core import checks
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from .status import TERMINAL, WAITING, Phase, Status, StepState
+from .awaitables import awaitable
+from .status import SETTLED, TERMINAL, WAITING, Phase, Status, StepState
+from .transitions import HELD_STATUSES
+from .values import EVENT_NAME_MAX_LENGTH
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
+#: An offered action's id becomes the job's ``resume_action`` when it is chosen.
+ACTION_ID_MAX_LENGTH = 100
 
 
 class JobQuerySet(models.QuerySet):
+    """Jobs by state, named as ``status.py`` names the states and their sets."""
+
     def queued(self) -> JobQuerySet:
         return self.filter(status=Status.QUEUED)
 
     def running(self) -> JobQuerySet:
         return self.filter(status=Status.RUNNING)
 
+    def done(self) -> JobQuerySet:
+        return self.filter(status=Status.DONE)
+
+    def failed(self) -> JobQuerySet:
+        return self.filter(status=Status.FAILED)
+
     def waiting(self) -> JobQuerySet:
         return self.filter(status__in=WAITING)
+
+    def held(self) -> JobQuerySet:
+        """In a status a worker holds a job in: running, or reverting (once its revert is claimed)."""
+        return self.filter(status__in=HELD_STATUSES)
 
     def terminal(self) -> JobQuerySet:
         return self.filter(status__in=TERMINAL)
 
     def unfinished(self) -> JobQuerySet:
         return self.exclude(status__in=TERMINAL)
+
+    def unsettled(self) -> JobQuerySet:
+        """Not settled: as a child, still to be waited for."""
+        return self.exclude(status__in=SETTLED)
 
 
 class Job(models.Model):
@@ -55,6 +84,14 @@ class Job(models.Model):
     locked_at = models.DateTimeField(_("lease renewed at"), null=True, blank=True)
     lease_token = models.CharField(_("lease token"), max_length=32, blank=True, default="")
     worker_losses = models.PositiveSmallIntegerField(_("worker losses"), default=0)
+    interrupted = models.BooleanField(
+        _("interrupted"),
+        default=False,
+        help_text=_(
+            "Handed back by a lost or stopping worker: claimed before the jobs of its priority "
+            "that have not started, until it runs again."
+        ),
+    )
 
     result = models.JSONField(_("result"), null=True, blank=True)
     error = models.TextField(_("error"), blank=True, default="")
@@ -62,14 +99,41 @@ class Job(models.Model):
     wait_reason = models.TextField(_("wait reason"), blank=True, default="")
     user_message = models.TextField(_("user message"), blank=True, default="")
     actions = models.JSONField(_("offered actions"), null=True, blank=True)
-    resume_action = models.CharField(_("chosen action"), max_length=100, blank=True, default="")
+    on_deadline = models.CharField(
+        _("action at the deadline"),
+        max_length=ACTION_ID_MAX_LENGTH,
+        blank=True,
+        default="",
+        help_text=_("Chosen by itself when nobody answers the question by its deadline (next run)."),
+    )
+    resume_action = models.CharField(
+        _("chosen action"), max_length=ACTION_ID_MAX_LENGTH, blank=True, default=""
+    )
     resume_data = models.JSONField(_("resume data"), null=True, blank=True)
     eta_at = models.DateTimeField(_("ETA"), null=True, blank=True)
     progress = models.PositiveSmallIntegerField(_("progress"), default=0)
+    timeout = models.FloatField(
+        _("timeout (seconds)"),
+        null=True,
+        blank=True,
+        help_text=_("How long one try may run, from its claim; past it the try fails with a timeout."),
+    )
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
+    pause_requested = models.BooleanField(
+        _("pause requested"), default=False, help_text=_("A running job pauses at its next step.")
+    )
     waits_for_children = models.BooleanField(
         _("waits for its children"), default=False, help_text=_("Woken when its last open child job settles.")
     )
+    waits_for_event = models.CharField(
+        _("waits for event"),
+        max_length=EVENT_NAME_MAX_LENGTH,
+        blank=True,
+        default="",
+        help_text=_("Woken when an event of this name is sent."),
+    )
+    #: ``{event name: how many waits for it timed out}``: a re-entered run's waits time out again.
+    timed_out_events = models.JSONField(_("timed-out event waits"), null=True, blank=True)
 
     idempotency_key = models.CharField(_("idempotency key"), max_length=255, null=True, blank=True)
     created_by = models.ForeignKey(
@@ -95,11 +159,20 @@ class Job(models.Model):
         db_index=False,  # durajobs_parent starts with it
     )
     external_ref = models.CharField(_("external reference"), max_length=255, blank=True, default="")
+    concurrency_key = models.CharField(
+        _("concurrency key"),
+        max_length=255,
+        blank=True,
+        default="",
+        help_text=_("Jobs with one key run no more at once than their kind's concurrency limit."),
+    )
 
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
     started_at = models.DateTimeField(_("started"), null=True, blank=True)
     ended_at = models.DateTimeField(_("ended"), null=True, blank=True)
+    #: The W3C trace context current at the enqueue, so the job's spans join its trace.
+    traceparent = models.CharField(_("trace context"), max_length=55, null=True, blank=True, editable=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -110,13 +183,20 @@ class Job(models.Model):
         # Every claim and outcome changes the status, so each writes an entry into every index:
         # there are no more of them than the lookups need.
         indexes = [
-            # What workers claim, in claim order, and timed waits to wake. Status leads, so
-            # finished jobs, however many, are never scanned.
-            models.Index(fields=["status", "-priority", "next_run_at", "id"], name="durajobs_due"),
+            # What workers claim, in claim order (interrupted work first within its priority, see
+            # store/claiming.py), and timed waits to wake. Status leads, so finished jobs, however
+            # many, are never scanned.
+            models.Index(
+                fields=["status", "-priority", "-interrupted", "next_run_at", "id"], name="durajobs_due"
+            ),
             models.Index(fields=["group_id", "created_at"], name="durajobs_group"),
             models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
             models.Index(fields=["parent", "created_at"], name="durajobs_parent"),
             models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
+            # The console's throughput: what ended in the last hour.
+            models.Index(fields=["ended_at"], name="durajobs_ended"),
+            # The jobs a sent event wakes, in one statement; the admin's search by event name.
+            models.Index(fields=["waits_for_event", "status"], name="durajobs_event_waiters"),
             # For deleting a user; jobs the system created are not in it.
             models.Index(
                 fields=["created_by"],
@@ -133,9 +213,16 @@ class Job(models.Model):
             ("revert_job", _("Can revert jobs")),
         ]
 
+    @classmethod
+    def check(cls, **kwargs: Any) -> list[checks.CheckMessage]:
+        # MariaDB and MySQL build durajobs_created_by over every row, which serves its one lookup as
+        # well; Django 6 runs the database checks before every command and would warn each time.
+        return [message for message in super().check(**kwargs) if message.id != "models.W037"]
+
     def __str__(self) -> str:
         # Not get_status_display(), which rebuilds the choices on every call: the admin names
         # each job of an action over thousands in its history.
+        status: StrOrPromise
         try:
             status = Status(self.status).label
         except ValueError:
@@ -187,6 +274,16 @@ class Job(models.Model):
 
         return describe(self)
 
+    # And awaited, for async code: ``await job.acancel(by=request.user)``.
+    aresume = awaitable(resume)
+    aretry = awaitable(retry)
+    apause = awaitable(pause)
+    acancel = awaitable(cancel)
+    arevert = awaitable(revert)
+    aupdate = awaitable(update)
+    achildren_summary = awaitable(children_summary)
+    adescribe = awaitable(describe)
+
 
 class JobStep(models.Model):
     """One checkpoint of a job's run (or of its revert, which has checkpoints of its own)."""
@@ -225,6 +322,27 @@ class JobStep(models.Model):
         return f"{self.step_id} ({self.state})"
 
 
+class Event(models.Model):
+    """A named event, kept once sent: a job that waits for it later gets its payload at once.
+
+    The first send of a name wins; its payload is stored intact (the waiting jobs receive what was
+    sent) and redacted wherever it is shown.
+    """
+
+    name = models.CharField(_("name"), max_length=EVENT_NAME_MAX_LENGTH, unique=True)
+    payload = models.JSONField(_("payload"), null=True, blank=True)
+    sent_at = models.DateTimeField(_("sent"), default=timezone.now, db_index=True)
+    sent_by = models.CharField(_("sent by"), max_length=255, blank=True, default="")
+
+    class Meta:
+        verbose_name = _("event")
+        verbose_name_plural = _("events")
+        ordering = ["-sent_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class LogLineId(models.BigAutoField):
     """An auto-increasing id that on SQLite is a plain ``INTEGER PRIMARY KEY``, without
     ``AUTOINCREMENT``.
@@ -256,3 +374,116 @@ class JobLog(models.Model):
 
     def __str__(self) -> str:
         return self.line
+
+
+class Schedule(models.Model):
+    """A schedule: its kind is enqueued at each of its moments, once across the fleet.
+
+    Those of ``@job(schedule=…)`` and ``DURAJOBS["SCHEDULES"]`` are written here when a worker
+    starts (an operator's enabling or disabling stays); operators add others in the admin.
+    """
+
+    class Source(models.TextChoices):
+        CODE = "code", _("@job(schedule=…)")
+        SETTINGS = "settings", _('DURAJOBS["SCHEDULES"]')
+        ADMIN = "admin", _("Added in the admin")
+
+    class Missed(models.TextChoices):
+        ONCE = "once", _("Run once for all the missed moments")
+        SKIP = "skip", _("Skip them")
+
+    name = models.CharField(_("name"), max_length=200, unique=True)
+    kind = models.CharField(_("kind"), max_length=100)
+    subject = models.JSONField(_("subject"), default=dict, blank=True)
+    cron = models.CharField(
+        _("cron"), max_length=200, blank=True, default="", help_text=_("Such as */15 * * * *.")
+    )
+    every_seconds = models.PositiveIntegerField(
+        _("every (seconds)"), null=True, blank=True, help_text=_("Instead of a cron expression.")
+    )
+    timezone = models.CharField(
+        _("time zone"), max_length=100, blank=True, default="", help_text=_("Blank: the site's TIME_ZONE.")
+    )
+    missed = models.CharField(_("missed moments"), max_length=10, choices=Missed.choices, default=Missed.ONCE)
+    enabled = models.BooleanField(_("enabled"), default=True)
+    source = models.CharField(_("defined by"), max_length=10, choices=Source.choices, default=Source.ADMIN)
+    next_run_at = models.DateTimeField(_("next run"), null=True, blank=True)
+    last_run_at = models.DateTimeField(_("last run"), null=True, blank=True)
+    last_job = models.ForeignKey(
+        Job,
+        verbose_name=_("last job"),
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("schedule")
+        verbose_name_plural = _("schedules")
+        ordering = ["name"]
+        # A worker's tick: the enabled schedules that are due.
+        indexes = [models.Index(fields=["enabled", "next_run_at"], name="durajobs_schedule_due")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JobLimit(models.Model):
+    """One limit's row: what claims of a job under that limit lock while they count what runs, and,
+    for a kind with a rate limit, its latest starts.
+
+    Made by the first claim that needs it; see ``store/limiting.py``.
+    """
+
+    class Scope(models.TextChoices):
+        KEY = "key", _("concurrency key")
+        KIND = "kind", _("kind")
+        QUEUE = "queue", _("queue")
+
+    scope = models.CharField(_("scope"), max_length=10, choices=Scope.choices)
+    name = models.CharField(_("name"), max_length=255)
+    #: A rate-limited kind's latest starts (POSIX seconds, oldest first), at most its rate's count.
+    starts = models.JSONField(_("latest starts"), default=list, blank=True)
+    #: When its rate lets the kind start again, while the latest starts fill the rate.
+    full_until = models.DateTimeField(_("full until"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("limit")
+        verbose_name_plural = _("limits")
+        constraints = [models.UniqueConstraint(fields=["scope", "name"], name="durajobs_limit_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.name}"
+
+
+class Worker(models.Model):
+    """A ``runjobs`` process, as it last said it was alive: written at its start, at each of its
+    heartbeats (one statement per interval, not per job) and when it stops.
+
+    The jobs it runs now are those whose ``locked_by`` is its ``worker_id``.
+    """
+
+    worker_id = models.CharField(_("worker id"), max_length=255, unique=True)
+    host = models.CharField(_("host"), max_length=255)
+    pid = models.PositiveIntegerField(_("process id"))
+    #: The queues it claims from; empty for all of them.
+    queues = models.JSONField(_("queues"), default=list, blank=True)
+    concurrency = models.PositiveSmallIntegerField(_("concurrency"))
+    started_at = models.DateTimeField(_("started"))
+    #: Its latest heartbeat, on the database's clock (as leases are judged).
+    last_seen_at = models.DateTimeField(_("last heartbeat"))
+    stopped_at = models.DateTimeField(_("stopped"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("worker")
+        verbose_name_plural = _("workers")
+        indexes = [models.Index(fields=["last_seen_at"], name="durajobs_worker_seen")]
+
+    def __str__(self) -> str:
+        return self.worker_id
+
+
+from .tallies import FinishedTally, TallyMark  # noqa: E402, F401  (models of their own module)

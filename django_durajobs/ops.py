@@ -8,6 +8,7 @@ the single-job operation and its bulk form ``apply_to_many``.
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -15,30 +16,20 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from django.db.models import F, QuerySet
-from django.db.models.functions import Greatest
+from asgiref.sync import sync_to_async
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from . import store
 from .conf import get_setting
-from .engine.redact import shown_text
-from .engine.values import check_message, check_text, short_repr, to_job_id, to_json
 from .errors import JobError
-from .models import Job, JobStep
-from .registry import get_kind, known_kinds
-from .signals import announce_change
-from .status import (
-    CANCELLABLE_AT_ONCE,
-    EXTERNAL_WAITS,
-    PAUSABLE,
-    RESUMABLE,
-    RETRYABLE,
-    REVERTIBLE,
-    TERMINAL,
-    Phase,
-    Status,
-    StepState,
-)
+from .models import ACTION_ID_MAX_LENGTH, Job
+from .redaction import shown_text
+from .registry import has_revert, known_kinds
+from .status import TERMINAL, Phase, Status
+from .store.sql import concrete_field
+from .transitions import Event, NotAllowed, Transition, allows, described, sources, transition
+from .values import check_message, check_text, short_repr, to_job_id, to_json
 
 JobRef = Job | int
 Decision = tuple[dict[str, Any], str]
@@ -76,8 +67,15 @@ def _transition(job: JobRef, decide: Callable[[Job, datetime], Decision]) -> Job
     return get_job(current.pk)
 
 
-def _refused(code: str, job: Job, what: str, allowed: str) -> JobError:
-    return JobError(code, f"Job {job.pk} is {job.status}; only {allowed} jobs can be {what}.")
+def _allowed(event: Event, current: Job, code: str, what: str, also: Event | None = None) -> Transition:
+    """The event's transition for ``current`` as read; ``JobError(code)`` when its status refuses it."""
+    try:
+        return transition(event, current.phase, current.status)
+    except NotAllowed:
+        allowed = described(event, *([also] if also else []))
+        raise JobError(
+            code, f"Job {current.pk} is {current.status}; only {allowed} jobs can be {what}."
+        ) from None
 
 
 # The decisions: what each operation does to a job as read, at ``now`` -----------------------------
@@ -91,8 +89,7 @@ DECISION_COLUMNS = ("id", "label", "kind", "status", "phase", "queue", "parent_i
 def decide_resume(
     current: Job, now: datetime, by: Any, action: str | None = None, data: Any = None
 ) -> Decision:
-    if current.status not in RESUMABLE:
-        raise _refused("job_not_resumable", current, "resumed", "waiting")
+    resumed = _allowed(Event.RESUME, current, "job_not_resumable", "resumed")
     offered = [entry["id"] for entry in current.actions or []]
     if action is None and offered and current.status == Status.NEEDS_USER:
         raise JobError(
@@ -106,82 +103,40 @@ def decide_resume(
             "invalid_input",
             f"Job {current.pk} offers the actions {', '.join(offered)}; {action!r} is not one of them.",
         )
-    fields = dict(
-        status=Status.QUEUED,
-        next_run_at=now,
-        wait_reason="",
-        user_message="",
-        actions=None,
-        eta_at=None,
-        waits_for_children=False,
-        resume_action=action or "",
-        resume_data=data,
-    )
     chosen = f" with {action!r}" if action else ""
+    fields = resumed.values(now, resume_action=action or "", resume_data=data)
     return fields, f"Resumed{chosen} by {actor_name(by)}."
 
 
 def decide_retry(current: Job, now: datetime, by: Any) -> Decision:
-    if current.status not in RETRYABLE:
-        raise _refused("job_not_retryable", current, "retried", "failed or needs-user")
-    reverting = current.phase == Phase.REVERT and current.status == Status.FAILED
-    fields = dict(
-        status=Status.REVERTING if reverting else Status.QUEUED,
-        next_run_at=now,
-        max_attempts=Greatest(F("max_attempts"), F("attempt") + 1),
-        worker_losses=0,
-        cancel_requested=False,
-        error="",
-        error_code="",
-        ended_at=None,
-        wait_reason="",
-        user_message="",
-        actions=None,
-    )
-    return fields, f"{'Revert retried' if reverting else 'Retried'} by {actor_name(by)}."
+    retried = _allowed(Event.RETRY, current, "job_not_retryable", "retried")
+    what = "Revert retried" if current.phase == Phase.REVERT else "Retried"
+    return retried.values(now), f"{what} by {actor_name(by)}."
 
 
 def decide_pause(current: Job, now: datetime, by: Any) -> Decision:
-    if current.status not in PAUSABLE:
-        raise _refused("job_not_pausable", current, "paused", "queued or awaiting_external")
-    return dict(status=Status.PAUSED, next_run_at=None, eta_at=None), f"Paused by {actor_name(by)}."
+    if allows(Event.REQUEST_PAUSE, current.phase, current.status):
+        fields = transition(Event.REQUEST_PAUSE, current.phase).values(now)
+        return fields, f"Pause requested by {actor_name(by)}; it pauses at its next step."
+    paused = _allowed(Event.PAUSE, current, "job_not_pausable", "paused", also=Event.REQUEST_PAUSE)
+    return paused.values(now), f"Paused by {actor_name(by)}."
 
 
 def decide_cancel(current: Job, now: datetime, by: Any) -> Decision:
-    if current.status in CANCELLABLE_AT_ONCE:
-        fields = dict(status=Status.CANCELLED, ended_at=now, next_run_at=None, waits_for_children=False)
-        return fields, f"Cancelled by {actor_name(by)}."
-    if current.status == Status.RUNNING:
-        return dict(
-            cancel_requested=True
-        ), f"Cancel requested by {actor_name(by)}; it stops at its next step."
+    if allows(Event.REQUEST_CANCEL, current.phase, current.status):
+        fields = transition(Event.REQUEST_CANCEL, current.phase).values(now)
+        return fields, f"Cancel requested by {actor_name(by)}; it stops at its next step."
     if current.status == Status.REVERTING:
         raise JobError("job_not_cancellable", f"Job {current.pk} is reverting; a revert cannot be cancelled.")
-    raise _refused("job_not_cancellable", current, "cancelled", "queued, waiting or running")
+    cancelled = _allowed(Event.CANCEL, current, "job_not_cancellable", "cancelled", also=Event.REQUEST_CANCEL)
+    return cancelled.values(now), f"Cancelled by {actor_name(by)}."
 
 
 def decide_revert(current: Job, now: datetime, by: Any) -> Decision:
-    try:
-        kind = get_kind(current.kind)
-    except JobError:
-        kind = None
-    if kind is None or not kind.has_revert:
+    if not has_revert(current.kind):
         raise JobError("job_not_revertible", f"Job {current.pk} ({current.kind}) has no revert.")
-    if current.status not in REVERTIBLE:
-        raise _refused("job_not_revertible", current, "reverted", "done, failed or needs-user")
-    fields = dict(
-        status=Status.REVERTING,
-        phase=Phase.REVERT,
-        next_run_at=now,
-        ended_at=None,
-        error="",
-        error_code="",
-        wait_reason="",
-        user_message="",
-        actions=None,
-        cancel_requested=False,
-    )
-    return fields, f"Revert requested by {actor_name(by)}."
+    reverted = _allowed(Event.REVERT, current, "job_not_revertible", "reverted")
+    return reverted.values(now), f"Revert requested by {actor_name(by)}."
 
 
 # The operations on one job ------------------------------------------------------------------------
@@ -196,10 +151,10 @@ def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = N
         raise JobError("invalid_input", f"An action must be a non-empty string, not {short_repr(action)}.")
     if action is not None:
         check_text(action, "The action")
-        limit = Job._meta.get_field("resume_action").max_length
-        if len(action) > limit:
+        if len(action) > ACTION_ID_MAX_LENGTH:
             raise JobError(
-                "invalid_input", f"An action is at most {limit} characters long, not {len(action)}."
+                "invalid_input",
+                f"An action is at most {ACTION_ID_MAX_LENGTH} characters long, not {len(action)}.",
             )
     data = to_json(
         data,
@@ -210,15 +165,36 @@ def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = N
     return _transition(job, partial(decide_resume, by=by, action=action, data=data))
 
 
+def send_event(name: str, payload: Any = None, *, by: Any = None) -> bool:
+    """Send the event ``name``: every job waiting for it gets ``payload``, and so does every later
+    wait for it. The first send wins: a later one changes nothing and returns False.
+
+    Inside a transaction it is sent only if the transaction commits; the waiting jobs wake then.
+
+    >>> send_event(f"payment:{order.number}", {"amount": "12.50"}, by="payment provider")
+    True
+    """
+    return store.send_event(name, payload, sent_by=actor_name(by))
+
+
+async def asend_event(name: str, payload: Any = None, *, by: Any = None) -> bool:
+    """``send_event`` for async code."""
+    return await sync_to_async(send_event)(name, payload, by=by)
+
+
 def wake(job_id: int) -> bool:
-    """Queue a job whose timed wait is over; False if it is no longer due (resumed, cancelled…)."""
+    """Queue a job whose timed wait is over, or whose question's deadline passed (answered with
+    its ``on_deadline`` action); False if it is no longer due (resumed, answered, cancelled…)."""
 
     def decide(current: Job, now: datetime) -> Decision:
         due = current.next_run_at is not None and current.next_run_at <= now
-        if current.status not in EXTERNAL_WAITS or not due:
-            raise JobError("job_not_resumable", "No longer a due timed wait.")
-        fields = dict(status=Status.QUEUED, next_run_at=now, wait_reason="", eta_at=None)
-        return fields, "Its wait is over; queued again."
+        if due and allows(Event.WAKE, current.phase, current.status):
+            return transition(Event.WAKE, current.phase).values(now), "Its wait is over; queued again."
+        if due and current.on_deadline and allows(Event.DEADLINE, current.phase, current.status):
+            action = current.on_deadline
+            fields = transition(Event.DEADLINE, current.phase).values(now, resume_action=action)
+            return fields, f"Nobody answered: resolved with {action!r} by its deadline."
+        raise JobError("job_not_resumable", "No longer a due timed wait.")
 
     try:
         _transition(job_id, decide)
@@ -227,11 +203,16 @@ def wake(job_id: int) -> bool:
     return True
 
 
+#: The statuses a job wakes from by itself when its ``next_run_at`` comes.
+WAKES_BY_ITSELF = sources(Event.WAKE) | sources(Event.DEADLINE)
+
+
 def wake_due_waits(limit: int = 1000) -> int:
-    """Queue every waiting job whose ``resume_at`` has passed; returns how many."""
-    due = Job.objects.filter(status__in=EXTERNAL_WAITS, next_run_at__lte=timezone.now())
-    due = due.values_list("pk", flat=True)
-    return sum(1 for job_id in list(due[:limit]) if wake(job_id))
+    """Queue every waiting job whose ``resume_at`` has passed, and resolve every question whose
+    deadline has; returns how many."""
+    due = Job.objects.filter(status__in=WAKES_BY_ITSELF, next_run_at__lte=timezone.now())
+    due_ids = due.values_list("pk", flat=True)
+    return sum(1 for job_id in list(due_ids[:limit]) if wake(job_id))
 
 
 def retry(job: JobRef, by: Any = None) -> Job:
@@ -240,7 +221,8 @@ def retry(job: JobRef, by: Any = None) -> Job:
 
 
 def pause(job: JobRef, by: Any = None) -> Job:
-    """Hold a queued or externally waiting job until it is resumed."""
+    """Hold a queued or externally waiting job until it is resumed; a running job is asked to
+    pause at its next step, its finished steps kept."""
     return _transition(job, partial(decide_pause, by=by))
 
 
@@ -271,16 +253,14 @@ def _after_cancel(jobs: list[Job], by: Any) -> None:
     cancelled too (those that settled meanwhile, or revert, are left alone)."""
     cancelled = [job.pk for job in jobs if job.status == Status.CANCELLED]
     if cancelled:
-        JobStep.objects.filter(
-            job_id__in=cancelled, state__in=(StepState.WAITING, StepState.NEEDS_USER)
-        ).update(state=StepState.PENDING, detail="")
-    children = Job.objects.filter(parent_id__in=[job.pk for job in jobs]).exclude(status__in=TERMINAL)
+        store.unmark_waiting_steps(cancelled)
+    children = Job.objects.unfinished().filter(parent_id__in=[job.pk for job in jobs])
     apply_to_many("cancel", children, by=by)
 
 
 def _revert_done_children_of(parent_ids: list[int], by: Any) -> int:
-    with_revert = [name for name in known_kinds() if get_kind(name).has_revert]
-    children = Job.objects.filter(parent_id__in=parent_ids, status=Status.DONE, kind__in=with_revert)
+    with_revert = [name for name in known_kinds() if has_revert(name)]
+    children = Job.objects.done().filter(parent_id__in=parent_ids, kind__in=with_revert)
     return apply_to_many("revert", children, by=by).changed
 
 
@@ -313,6 +293,8 @@ class BulkOutcome:
     refused: Counter[str] = field(default_factory=Counter)
     #: Of the changed jobs, the running ones a cancel only asked to stop at their next step.
     cancel_requested: int = 0
+    #: Of the changed jobs, the running ones a pause only asked to pause at their next step.
+    pause_requested: int = 0
 
 
 def id_batches(jobs: QuerySet | Iterable[int], size: int = BATCH_SIZE) -> Iterator[list[int]]:
@@ -321,9 +303,9 @@ def id_batches(jobs: QuerySet | Iterable[int], size: int = BATCH_SIZE) -> Iterat
         ids = list(dict.fromkeys(jobs))
         yield from (ids[start : start + size] for start in range(0, len(ids), size))
         return
-    ids = jobs.order_by("pk").values_list("pk", flat=True)
+    ordered_ids = jobs.order_by("pk").values_list("pk", flat=True)
     last = None
-    while batch := list((ids if last is None else ids.filter(pk__gt=last))[:size]):
+    while batch := list((ordered_ids if last is None else ordered_ids.filter(pk__gt=last))[:size]):
         yield batch
         last = batch[-1]
 
@@ -345,8 +327,8 @@ def apply_to_many(
     (id, label and status read) once they are committed. ``arguments`` are the operation's own
     (``action``, ``data`` for resume).
 
-    >>> apply_to_many("retry", Job.objects.filter(status="failed"), by=request.user)
-    BulkOutcome(changed=19990, refused=Counter({'job_not_retryable': 10}), cancel_requested=0)
+    >>> apply_to_many("retry", Job.objects.failed(), by=request.user)
+    BulkOutcome(changed=19990, refused=Counter({'job_not_retryable': 10}), ...)
     """
     if operation not in DECISIONS:
         raise JobError("invalid_input", f"No operation {operation!r}; one of {', '.join(DECISIONS)}.")
@@ -392,7 +374,8 @@ def _apply_to_batch(
             except JobError as refusal:
                 outcome.refused[refusal.code] += 1
                 continue
-            job.status, job.cancel_requested = fresh.status, fresh.cancel_requested
+            job.status = fresh.status
+            job.cancel_requested, job.pause_requested = fresh.cancel_requested, fresh.pause_requested
             changed.append(job)
     if operation == "cancel" and together:
         _after_cancel(together, by)
@@ -403,8 +386,11 @@ def _apply_to_batch(
         else:
             _revert_done_children_of([job.pk for job in together], by)
     changed += together
+    still_running = sum(1 for job in changed if job.status == Status.RUNNING)
     if operation == "cancel":
-        outcome.cancel_requested += sum(1 for job in changed if job.status == Status.RUNNING)
+        outcome.cancel_requested += still_running
+    if operation == "pause":
+        outcome.pause_requested += still_running
     return changed
 
 
@@ -429,7 +415,7 @@ def _updated_value(name: str, value: Any) -> Any:
     text = "" if value is None else str(value)
     if name in ("wait_reason", "user_message"):
         return shown_text(check_text(check_message(text, name), name))
-    limit = Job._meta.get_field(name).max_length
+    limit = concrete_field(Job, name).max_length
     if limit and len(text) > limit:
         raise JobError("invalid_input", f"{name} is {len(text):,} characters long; the limit is {limit}.")
     return check_text(text, name)
@@ -449,9 +435,38 @@ def update(job: JobRef, **fields: Any) -> Job:
         )
     values = {name: _updated_value(name, value) for name, value in fields.items()}
     current = get_job(job)
-    Job.objects.filter(pk=current.pk).update(updated_at=timezone.now(), **values)
-    announce_change(current.pk, current.status, current.status)
+    store.update_shown_fields(current, values)
     if isinstance(job, Job):
         job.refresh_from_db()
         return job
     return get_job(current.pk)
+
+
+def run_again(job: JobRef, by: Any = None) -> Job:
+    """Enqueue a copy of an ended job: its kind, subject, label, queue and place in a family, as
+    a new job with attempts of its own. An idempotency key gets a new one beside it (the
+    original's key followed by ``:again:`` and a random part), so the copy never folds into it."""
+    current = get_job(job)
+    if current.status not in TERMINAL:
+        raise JobError("job_not_ended", f"Job {current.pk} has not ended; it cannot be run again yet.")
+    key = None
+    if current.idempotency_key:
+        suffix = f":again:{uuid.uuid4().hex[:12]}"
+        key = current.idempotency_key[: 255 - len(suffix)] + suffix
+    copy, _created = store.enqueue(
+        current.kind,
+        subject=current.subject,
+        idempotency_key=key,
+        created_by=by if getattr(by, "pk", None) is not None else None,
+        actor_type=current.actor_type,
+        group_id=current.group_id or None,
+        subject_type=current.subject_type or None,
+        subject_id=current.subject_id or None,
+        label=current.label,
+        parent=current.parent_id,
+        queue=current.queue,
+        priority=current.priority,
+        concurrency_key=current.concurrency_key or None,
+        timeout=current.timeout,
+    )
+    return copy

@@ -4,21 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from .engine.values import text_problem
+from asgiref.sync import iscoroutinefunction
+
 from .errors import JobError
+from .limits import RateLimit, limit_problem
+from .schedules import ScheduleSpec, checked_spec
+from .values import text_problem, to_timeout
 
 if TYPE_CHECKING:
     from .engine.context import JobContext
     from .models import Job
 
-RunFunction = Callable[["Job", "JobContext"], Any]
+#: ``run(job, ctx)``: ``ctx`` is a ``JobContext``, or an ``AsyncJobContext`` for an ``async def``.
+RunFunction = Callable[["Job", Any], Any]
 
 PRIORITY_RANGE = range(-100, 101)
 NAME_MAX_LENGTH = 100  # of kind names and step ids, as the columns hold them
 
 _registry: dict[str, JobKind] = {}
+#: Ways to find a kind that no ``@job`` registered, by its name (``add_kind_finder``).
+_finders: list[KindFinder] = []
+#: ``limited_kinds()``, kept until a kind is registered or forgotten (every claim asks).
+_limited: list[JobKind] | None = None
 
 
 @dataclass(eq=False)
@@ -35,19 +45,49 @@ class JobKind:
     priority: int = 0
     backoff_base: float | None = None
     backoff_max: float | None = None
+    #: Limits (docs/limits.md): a key from the subject, how many may run with one key, how many
+    #: of the kind may run at once, and how many may start per period.
+    concurrency_key: Callable[[Any], Any] | None = None
+    concurrency_limit: int | None = None
+    max_running: int | None = None
+    rate_limit: RateLimit | None = None
+    #: Seconds one try may run, from its claim (an enqueue may set its own).
+    timeout: float | None = None
     revert_fn: RunFunction | None = field(default=None)
+    #: ``@job(schedule=…)``: the schedule named after the kind.
+    schedule: ScheduleSpec | None = None
+
+    #: Whether ``run`` (or ``revert_fn``) is a coroutine function: its jobs run on the worker's
+    #: event loop, with an ``AsyncJobContext``.
+    run_is_async: bool = False
+    revert_is_async: bool = False
 
     def __call__(self, job: Job, ctx: JobContext) -> Any:
         return self.run(job, ctx)
 
     def revert(self, fn: RunFunction) -> RunFunction:
-        """Register ``fn`` as this kind's revert (``@deploy_site.revert``)."""
+        """Register ``fn`` (plain or ``async def``) as this kind's revert (``@deploy_site.revert``)."""
         self.revert_fn = fn
+        self.revert_is_async = iscoroutinefunction(fn)
         return fn
+
+    def runs_async(self, reverting: bool) -> bool:
+        """Whether a run (or, ``reverting``, a revert) of this kind is a coroutine to await."""
+        return self.revert_is_async if reverting else self.run_is_async
 
     @property
     def has_revert(self) -> bool:
         return self.revert_fn is not None
+
+    @property
+    def takes_keys(self) -> bool:
+        """Whether its jobs may carry a concurrency key (its own function's, or one per enqueue)."""
+        return self.concurrency_key is not None or self.concurrency_limit is not None
+
+    @property
+    def limited(self) -> bool:
+        """Whether any limit of the kind's own applies to its jobs."""
+        return self.takes_keys or self.max_running is not None or self.rate_limit is not None
 
     def enqueue(self, **kwargs: Any) -> tuple[Job, bool]:
         """``enqueue(this_kind, **kwargs)``."""
@@ -55,10 +95,17 @@ class JobKind:
 
         return enqueue(self.name, **kwargs)
 
-    def is_retryable(self, exc: BaseException) -> bool:
-        if getattr(exc, "retryable", False) is True:
-            return True
-        return bool(self.retryable and self.retryable(exc))
+    async def aenqueue(self, **kwargs: Any) -> tuple[Job, bool]:
+        """``await aenqueue(this_kind, **kwargs)``, for async code such as an ASGI view."""
+        from .async_ops import aenqueue
+
+        return await aenqueue(self.name, **kwargs)
+
+
+def has_revert(name: str) -> bool:
+    """Whether the kind ``name`` is registered and has a revert."""
+    kind = _registry.get(name)
+    return kind is not None and kind.has_revert
 
 
 def name_problem(name: Any, what: str) -> str | None:
@@ -112,23 +159,43 @@ def job(
     priority: int = 0,
     backoff_base: float | None = None,
     backoff_max: float | None = None,
+    schedule: str | timedelta | None = None,
+    concurrency_key: Callable[[Any], Any] | None = None,
+    concurrency_limit: int | None = None,
+    max_running: int | None = None,
+    rate_limit: str | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Callable[[RunFunction], JobKind]:
-    """Register a job kind; the decorated function becomes its ``run``.
+    """Register a job kind; the decorated function (or ``async def`` function) becomes its ``run``.
 
     >>> @job("deploy_site", steps=[("build", "Build"), ("switch", "Switch traffic")])
     ... def deploy_site(job, ctx):
     ...     ctx.step("build", lambda: build(job.subject["site_id"]))
+
+    ``schedule`` (a cron expression, or a ``timedelta``) also enqueues the kind at each of its
+    moments, with an empty subject, in ``TIME_ZONE``; ``JobError`` when it is not a schedule.
     """
     if max_attempts_problem(max_attempts):
         raise ValueError(max_attempts_problem(max_attempts))
     if not _is_int(priority) or priority not in PRIORITY_RANGE:
         raise ValueError(f"priority must be an integer from -100 to 100, not {priority!r}.")
+    if concurrency_key is not None and not callable(concurrency_key):
+        raise ValueError(f"concurrency_key must be a function of the subject, not {concurrency_key!r:.40}.")
+    for parameter, value in (("concurrency_limit", concurrency_limit), ("max_running", max_running)):
+        if value is not None and limit_problem(value):
+            raise ValueError(f"{parameter} {limit_problem(value)}")
+    rate = RateLimit.parse(rate_limit) if rate_limit is not None else None
+    seconds = to_timeout(timeout, "A kind's timeout")
 
     def register(fn: RunFunction) -> JobKind:
         kind_name = name or fn.__name__
         problem = name_problem(kind_name, "A job kind's name")
         if problem:
             raise ValueError(problem)
+        spec = None
+        if schedule is not None:
+            cron, every = (None, schedule) if isinstance(schedule, timedelta) else (schedule, None)
+            spec = checked_spec(name=kind_name, kind=kind_name, cron=cron, every=every)
         existing = _registry.get(kind_name)
         if existing is not None and _qualname(existing.run) != _qualname(fn):
             raise ValueError(
@@ -146,8 +213,16 @@ def job(
             priority=priority,
             backoff_base=backoff_base,
             backoff_max=backoff_max,
+            schedule=spec,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
+            max_running=max_running,
+            rate_limit=rate,
+            timeout=seconds,
+            run_is_async=iscoroutinefunction(fn),
         )
         _registry[kind_name] = kind
+        _forget_limited()
         return kind
 
     return register
@@ -157,17 +232,74 @@ def _qualname(fn: Callable[..., Any]) -> str:
     return f"{fn.__module__}.{fn.__qualname__}"
 
 
+KindFinder = Callable[[str], "JobKind | None"]
+
+
+def add_kind_finder(finder: KindFinder) -> None:
+    """Let ``get_kind`` find kinds that no ``@job`` registered: the Tasks backend finds a task by its
+    dotted path. A finder returns None for a name it does not know, and raises ``JobError`` for
+    one it knows but refuses; what it finds is registered."""
+    if finder not in _finders:
+        _finders.append(finder)
+
+
+def has_kind_finders() -> bool:
+    return bool(_finders)
+
+
+def register_kind(kind: JobKind) -> JobKind:
+    """Register a kind that code made (not ``@job``); the kind already registered under its name
+    wins when it runs the same function."""
+    existing = _registry.get(kind.name)
+    if existing is not None:
+        if _qualname(existing.run) != _qualname(kind.run):
+            raise ValueError(f"Job kind {kind.name!r} is already registered by {_qualname(existing.run)}.")
+        return existing
+    _registry[kind.name] = kind
+    _forget_limited()
+    return kind
+
+
 def get_kind(name: str) -> JobKind:
-    try:
-        return _registry[name]
-    except KeyError:
-        raise JobError("unknown_job_kind", f"Unknown job kind {name!r}.") from None
+    """The kind registered as ``name``, or one a finder finds (and registers); else ``JobError``."""
+    kind = _registry.get(name)
+    if kind is not None:
+        return kind
+    for finder in _finders:
+        found = finder(name)
+        if found is not None:
+            return register_kind(found)
+    raise JobError("unknown_job_kind", f"Unknown job kind {name!r}.")
 
 
 def known_kinds() -> list[str]:
     return list(_registry)
 
 
+def has_async_kinds() -> bool:
+    """Whether any registered kind runs or reverts as a coroutine (a worker then starts an event loop)."""
+    return any(kind.run_is_async or kind.revert_is_async for kind in _registry.values())
+
+
+def kind_schedules() -> list[ScheduleSpec]:
+    """The schedules of ``@job(schedule=…)``."""
+    return [kind.schedule for kind in _registry.values() if kind.schedule is not None]
+
+
+def limited_kinds() -> list[JobKind]:
+    """The kinds with a limit of their own (a concurrency key or limit, max_running, a rate)."""
+    global _limited
+    if _limited is None:
+        _limited = [kind for kind in _registry.values() if kind.limited]
+    return _limited
+
+
+def _forget_limited() -> None:
+    global _limited
+    _limited = None
+
+
 def unregister(name: str) -> None:
     """Forget a kind (tests that register kinds on the fly clean up with this)."""
     _registry.pop(name, None)
+    _forget_limited()

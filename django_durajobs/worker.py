@@ -1,30 +1,46 @@
 """The production worker behind ``manage.py runjobs``: threads that claim and run jobs.
 
-One process runs ``concurrency`` job threads (each with its own database connection), a
-housekeeping loop in the calling thread (heartbeats, recovery of expired leases, waking timed
-waits) and, on PostgreSQL, a listener that wakes idle threads on ``NOTIFY`` so a new job starts
-within milliseconds rather than a poll interval.
+One process runs up to ``concurrency`` jobs at once (each holds one of as many slots): sync jobs
+in job threads (each with its own database connection; a thread is added whenever every thread
+has a job, up to ``concurrency``), async jobs as tasks on an event loop (``event_loop.py``,
+started when a kind is ``async def``). A housekeeping loop in the calling thread heartbeats,
+recovers expired leases, wakes timed waits, enqueues what schedules make due and gives up jobs
+that are stuck past their deadline; on PostgreSQL, a listener wakes idle threads on ``NOTIFY``
+so a new job starts within milliseconds rather than a poll interval.
 """
 
 from __future__ import annotations
 
+import itertools
 import signal
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from . import store
 from .conf import get_setting
-from .engine.redact import package_logger
-from .engine.runner import execute
+from .draining import learn_due_kinds
+from .engine.async_runner import runs_async
+from .engine.runner import abandon, execute
 from .ops import wake_due_waits
+from .redaction import package_logger
+from .registry import has_async_kinds
+from .store.sql import driver
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+    from .event_loop import AsyncJobs
 
 logger = package_logger("django_durajobs.worker")
 
 RECONNECT_DELAYS = (0.5, 1, 2, 5, 10)
+SCHEDULE_TICK_SECONDS = 1.0  # how often each worker looks for due schedules
+KIND_LOOKUP_SECONDS = 5.0  # how often it looks for due jobs of kinds no @job registered (tasks)
 
 
 @dataclass
@@ -49,7 +65,17 @@ class Worker:
         self.stopping = threading.Event()  # stop claiming; running jobs may finish
         self.hurry = threading.Event()  # do not wait out the grace period
         self.wake = threading.Event()  # a job may be due: idle threads look now
-        self._held: dict[int, store.Lease] = {}  # job thread ident -> the lease it runs
+        #: The job thread (or an async job's task) -> the lease it runs.
+        self._held: dict[threading.Thread | concurrent.futures.Future[Any], store.Lease] = {}
+        #: One per job running here, sync or async: a job thread takes one before it claims.
+        self._slots = threading.Semaphore(self.options.concurrency)
+        self._live_threads = 0  # job threads, not counting those whose job was given up
+        self._idle_threads = 0  # of those, the ones without a job: claiming, or waiting to
+        self._async: AsyncJobs | None = None
+        #: Job threads whose job was given up past its deadline: each ends once its step returns,
+        #: and a new thread has taken its place.
+        self._abandoned: set[threading.Thread] = set()
+        self._job_numbers = itertools.count()
         self._to_release: list[store.Lease] = []  # jobs a lost database or a crash interrupted
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -69,9 +95,19 @@ class Worker:
             ", burst" if options.burst else "",
         )
         self._with_database(self._recover_at_start)
-        for number in range(options.concurrency):
-            self._start(self._run_jobs, f"durajobs-job-{number}")
-        if connection.vendor == "postgresql" and connection.Database.__name__ == "psycopg":
+        self._with_database(
+            lambda: store.register_worker(self.worker_id, options.queues, options.concurrency)
+        )
+        self._with_database(store.sync_schedules)
+        self._with_database(learn_due_kinds)
+        if has_async_kinds():
+            from .event_loop import AsyncJobs
+
+            self._async = AsyncJobs(self)
+            self._async.start()
+        with self._lock:
+            self._start_job_thread()  # more start as jobs keep the threads busy
+        if connection.vendor == "postgresql" and driver(connection).__name__ == "psycopg":
             self._start(self._listen, "durajobs-listen")
         try:
             self._housekeep()
@@ -107,6 +143,12 @@ class Worker:
         self._threads.append(thread)
         thread.start()
 
+    def _start_job_thread(self) -> None:
+        """Start a job thread; called with the lock held."""
+        self._live_threads += 1
+        self._idle_threads += 1
+        self._start(self._run_jobs, f"durajobs-job-{next(self._job_numbers)}")
+
     def _thread_main(self, target) -> None:
         try:
             target()
@@ -131,18 +173,36 @@ class Worker:
     # Job threads -------------------------------------------------------------------------------
 
     def _run_jobs(self) -> None:
+        me = threading.current_thread()
         lease = None
-        while lease is not None or not self.stopping.is_set():
-            self._with_database(refresh_connection)
-            if lease is None:
-                lease = self._with_database(self._claim)
-            if lease is None:
-                if self.options.burst and not self._with_database(wake_due_waits):
+        try:
+            while lease is not None or not self.stopping.is_set():
+                if me in self._abandoned:  # its slot was given back when its job was given up
                     return
-                self.wake.wait(self.options.poll_interval)
-                self.wake.clear()
-                continue
-            lease = self._run(lease)
+                self._with_database(refresh_connection)
+                if lease is None:
+                    if not self._slots.acquire(timeout=min(0.5, self.options.poll_interval)):
+                        continue  # as many jobs run as may
+                    lease = self._with_database(self._claim)
+                    if lease is None:
+                        self._slots.release()
+                        if self.options.burst and not self._with_database(wake_due_waits):
+                            return
+                        self.wake.wait(self.options.poll_interval)
+                        self.wake.clear()
+                        continue
+                if self._async is not None and runs_async(lease):
+                    self._async.submit(lease)  # its slot goes with it, back when its task ends
+                    lease = None
+                    continue
+                lease = self._run(lease)
+                if lease is None and me not in self._abandoned:
+                    self._slots.release()
+        finally:
+            with self._lock:
+                if me not in self._abandoned:
+                    self._live_threads -= 1
+                    self._idle_threads -= 1
 
     def _claim(self) -> store.Lease | None:
         return store.claim(self.worker_id, self.options.queues)
@@ -152,59 +212,166 @@ class Worker:
 
     def _run(self, lease: store.Lease) -> store.Lease | None:
         """Run one job; returns the next one when finishing it claimed that too."""
-        me = threading.get_ident()
+        me = threading.current_thread()
         with self._lock:
             self._held[me] = lease
+            self._idle_threads -= 1
+            if not self._idle_threads and self._live_threads < self.options.concurrency:
+                self._start_job_thread()  # one to claim while this one is busy
         try:
-            execute(lease, then_claim=self._keeps_claiming)
+            next_lease = execute(lease, then_claim=self._keeps_claiming).next_lease
         except Exception as exc:
-            with self._lock:
-                self._held.pop(me, None)
-                # Given back as soon as the database answers, with the next job if it was claimed.
-                self._to_release += [held for held in (lease, lease.successor) if held is not None]
-            if not store.database_trouble(exc):
+            if not self._interrupted(me, lease, exc):
                 raise
-            logger.error("Job %s interrupted: the database connection was lost (%s)", lease.job.pk, exc)
             connection.close()
             return None
+        finally:
+            with self._lock:
+                if me not in self._abandoned:
+                    self._idle_threads += 1
         with self._lock:
-            if lease.successor is None:
+            if me in self._abandoned:  # its job was given up meanwhile; another thread took its place
+                return None
+            if next_lease is None:
                 self._held.pop(me, None)
             else:
-                self._held[me] = lease.successor
-        return lease.successor
+                self._held[me] = next_lease
+        return next_lease
+
+    def _interrupted(
+        self,
+        holder: threading.Thread | concurrent.futures.Future[Any],
+        lease: store.Lease,
+        exc: BaseException,
+    ) -> bool:
+        """A job's run raised: it is given back as soon as the database answers. True when the
+        database was lost; anything else is a bug, for the caller to raise."""
+        with self._lock:
+            self._held.pop(holder, None)
+            self._to_release.append(lease)
+        if not store.database_trouble(exc):
+            return False
+        logger.error("Job %s interrupted: the database connection was lost (%s)", lease.job.pk, exc)
+        return True
+
+    # Async jobs: the event loop's tasks hold leases too ------------------------------------------
+
+    def hold(self, task: concurrent.futures.Future[Any], lease: store.Lease) -> None:
+        """An async job's task started: its lease is heartbeated, and watched for its deadline."""
+        with self._lock:
+            self._held[task] = lease
+
+    def let_go(
+        self, task: concurrent.futures.Future[Any], lease: store.Lease, error: BaseException | None
+    ) -> None:
+        """An async job's task ended (with ``error`` if it raised one); its slot is free."""
+        self._slots.release()
+        if error is None:
+            with self._lock:
+                self._held.pop(task, None)
+            return
+        if not self._interrupted(task, lease, error):
+            logger.error(
+                "Worker %s: the task of job %s crashed", self.worker_id, lease.job.pk, exc_info=error
+            )
+            self.crashed = True
+            self.stop()
 
     # Housekeeping ------------------------------------------------------------------------------
 
     def _housekeep(self) -> None:
-        """Heartbeats, recovery of expired leases, timed waits, and watching for the end."""
+        """Heartbeats, recovery of expired leases, timed waits, schedules, and watching for the end."""
         heartbeat_every = get_setting("HEARTBEAT_SECONDS")
         recover_every = min(heartbeat_every, get_setting("LEASE_SECONDS") / 2)
-        next_heartbeat = next_recovery = next_wake = time.monotonic()
+        next_heartbeat = next_recovery = next_wake = next_schedules = next_kinds = time.monotonic()
         while not self.stopping.is_set():
+            self._abandon_overdue()
             now = time.monotonic()
+            if now >= next_schedules:
+                if self._with_database(store.tick_schedules):
+                    self.wake.set()
+                next_schedules = now + SCHEDULE_TICK_SECONDS
+            if now >= next_kinds:
+                if self._with_database(learn_due_kinds):
+                    self.wake.set()
+                next_kinds = now + KIND_LOOKUP_SECONDS
             if now >= next_heartbeat:
                 self._with_database(self._heartbeat)
                 next_heartbeat = now + heartbeat_every
             if now >= next_recovery:
                 self._with_database(self._release_interrupted)
-                if self._with_database(store.recover) or self._with_database(store.wake_forgotten_parents):
+                recovered = [
+                    self._with_database(store.recover),
+                    self._with_database(store.wake_forgotten_parents),
+                    self._with_database(store.wake_forgotten_event_waiters),
+                ]
+                if any(recovered):
                     self.wake.set()
                 next_recovery = now + recover_every
             if now >= next_wake and not self.options.burst:
                 if self._with_database(wake_due_waits):
                     self.wake.set()
                 next_wake = now + self.options.poll_interval
-            if self.options.burst and not any(t.is_alive() for t in self._job_threads()):
+            if self.options.burst and not self._busy():
                 return
-            self.stopping.wait(min(0.5, self.options.poll_interval, heartbeat_every))
+            self.stopping.wait(min(0.5, self.options.poll_interval, heartbeat_every, self._till_a_deadline()))
+
+    def _busy(self) -> bool:
+        """Whether a job thread is still running, or an async job."""
+        return any(t.is_alive() for t in self._job_threads()) or bool(self._async and self._async.running())
 
     def _job_threads(self) -> Iterable[threading.Thread]:
-        return (thread for thread in self._threads if thread.name.startswith("durajobs-job-"))
+        """The job threads still running jobs of this worker (not those whose job was given up)."""
+        return (
+            thread
+            for thread in self._threads
+            if thread.name.startswith("durajobs-job-") and thread not in self._abandoned
+        )
+
+    def _till_a_deadline(self) -> float:
+        """Seconds until the first deadline of a job held here (an hour when none has one)."""
+        with self._lock:
+            deadlines = [lease.deadline for lease in self._held.values() if lease.deadline is not None]
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else 3600.0
+
+    def _abandon_overdue(self) -> None:
+        """Give up each job whose thread runs past its deadline, and start a thread in its place.
+
+        Only what the job threads keep in memory is read, so this costs no query until a
+        deadline passes. A thread that came back with its job meanwhile goes on as it was.
+        """
+        now = time.monotonic()
+        with self._lock:
+            overdue = [
+                (thread, lease)
+                for thread, lease in self._held.items()
+                if lease.deadline is not None and now >= lease.deadline and not lease.finishing
+            ]
+        for holder, lease in overdue:
+            if not self._with_database(lambda lease=lease: abandon(lease)):
+                continue
+            with self._lock:
+                if self._held.get(holder) is not lease:
+                    continue
+                del self._held[holder]
+                if isinstance(holder, threading.Thread):
+                    self._abandoned.add(holder)
+                    self._live_threads -= 1
+                    if not self.stopping.is_set():
+                        self._start_job_thread()
+            if isinstance(holder, threading.Thread):
+                self._slots.release()  # the stuck thread no longer counts
+                logger.warning(
+                    "Job %s: its thread is stuck past its deadline; a new thread takes its place",
+                    lease.job.pk,
+                )
+            else:
+                holder.cancel()  # its slot comes back when the task ends
 
     def _heartbeat(self) -> None:
         with self._lock:
             leases = list(self._held.values())
+        store.worker_alive(self.worker_id, self.options.queues, self.options.concurrency)
         lost = store.heartbeat(leases)
         with self._lock:
             # Not the ones whose outcome is being recorded: their own thread tells if it was lost.
@@ -228,12 +395,11 @@ class Worker:
         self.wake.set()
         deadline = time.monotonic() + self.options.grace
         next_heartbeat = time.monotonic() + get_setting("HEARTBEAT_SECONDS")
-        for thread in self._job_threads():
-            while thread.is_alive() and not self.hurry.is_set() and time.monotonic() < deadline:
-                thread.join(0.1)
-                if time.monotonic() >= next_heartbeat:
-                    self._with_database(self._heartbeat, attempts=1)
-                    next_heartbeat = time.monotonic() + get_setting("HEARTBEAT_SECONDS")
+        while self._busy() and not self.hurry.is_set() and time.monotonic() < deadline:
+            self.hurry.wait(0.1)
+            if time.monotonic() >= next_heartbeat:
+                self._with_database(self._heartbeat, attempts=1)
+                next_heartbeat = time.monotonic() + get_setting("HEARTBEAT_SECONDS")
         self._with_database(self._release_interrupted, attempts=3)
         with self._lock:
             unfinished = list(self._held.values())
@@ -243,6 +409,9 @@ class Worker:
             )
             if released:
                 logger.info("Job %s released for another worker", lease.job.pk)
+        self._with_database(lambda: store.worker_stopped(self.worker_id), attempts=3)
+        if self._async is not None:
+            self._async.stop()
         connection.close()
         logger.info("Worker %s stopped", self.worker_id)
 
@@ -275,7 +444,7 @@ class Worker:
         while not self.stopping.is_set():
             try:
                 # A connection of its own, outside Django's (and any pool's) management.
-                listener = connection.Database.connect(**connection.get_connection_params(), autocommit=True)
+                listener = driver(connection).connect(**connection.get_connection_params(), autocommit=True)
                 with listener:
                     listener.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
                     tries = 0
@@ -291,64 +460,6 @@ class Worker:
                         "Worker %s: LISTEN connection lost (%s); polling meanwhile", self.worker_id, exc
                     )
                     self.stopping.wait(delay)
-
-
-def drain(max_jobs: int = 100) -> int:
-    """Run due jobs in this thread until none is due (or ``max_jobs`` ran); returns how many ran.
-
-    Due means: queued jobs whose ``next_run_at`` has passed, timed waits whose ``resume_at``
-    has passed (woken first, as a worker would), and pending reverts. For tests and scripts;
-    production runs ``manage.py runjobs``. Each job's lease is kept alive while it runs, as a
-    worker's heartbeat does, so a long step is never taken over by another worker.
-    """
-    worker_id = store.new_worker_id("drain")
-    ran = 0
-    while ran < max_jobs:
-        lease = store.claim(worker_id)
-        if lease is None:
-            if wake_due_waits() or store.wake_forgotten_parents():
-                continue
-            break
-        with LeaseKeeper(lease):
-            execute(lease)
-        ran += 1
-    return ran
-
-
-class LeaseKeeper:
-    """Renews one lease from a thread of its own while the calling thread runs the job.
-
-    The thread connects to the database only once a heartbeat is due, so the short jobs of a
-    test or a script cost no connection. Inside a transaction there is nothing to keep: no
-    other worker can see the claim before it commits.
-    """
-
-    def __init__(self, lease: store.Lease) -> None:
-        self.lease = lease
-        self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> LeaseKeeper:
-        if not connection.in_atomic_block:
-            self._thread = threading.Thread(target=self._keep, name="durajobs-lease-keeper", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _keep(self) -> None:
-        try:
-            while not self._done.wait(get_setting("HEARTBEAT_SECONDS")):
-                if store.heartbeat([self.lease]) and not self.lease.finishing:
-                    logger.warning("Job %s: lease lost to another worker", self.lease.job.pk)
-                    return
-        except Exception:
-            logger.exception("Job %s: renewing its lease failed", self.lease.job.pk)
-        finally:
-            connection.close()
 
 
 def refresh_connection() -> None:

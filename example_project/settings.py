@@ -5,7 +5,7 @@ Local demo settings (DEBUG on, a fixed secret key), not a production template. E
 - ``DEMO_DIR``: where the SQLite database and the demo's files go (default: the repository).
 - ``DATABASE_URL``: another database instead of SQLite (needs dj-database-url).
 - ``DEMO_STEP_SECONDS``: how long each simulated piece of outside work takes (default 1.5).
-- ``DEMO_DNS_PROPAGATION_SECONDS``: how long the seeded DNS change takes to be visible (default 20).
+- ``DEMO_DNS_PROPAGATION_SECONDS``: how long the seeded DNS change takes to be visible (default 120).
 - ``DEMO_PAYMENT_SECRET``: the shared secret of the simulated payment provider's callback.
 """
 
@@ -95,8 +95,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 
-# django-durajobs: the documented defaults suit the demo (see docs/settings.md).
-DURAJOBS = {}
+# django-durajobs: the documented defaults suit the demo (see docs/settings.md), and the shop is
+# backed up every night (docs/schedules.md).
+DURAJOBS = {
+    "SCHEDULES": {
+        "nightly-backup": {"kind": "backup_database", "cron": "0 3 * * *", "timezone": "Europe/Berlin"},
+    },
+}
 
 LOGGING = {
     "version": 1,
@@ -112,5 +117,5 @@ LOGGING = {
 # The demo app (example_project/demo).
 DEMO_FILES_DIR = DEMO_DIR / "var" / "demo"
 DEMO_STEP_SECONDS = float(os.environ.get("DEMO_STEP_SECONDS", "1.5"))
-DEMO_DNS_PROPAGATION_SECONDS = float(os.environ.get("DEMO_DNS_PROPAGATION_SECONDS", "20"))
+DEMO_DNS_PROPAGATION_SECONDS = float(os.environ.get("DEMO_DNS_PROPAGATION_SECONDS", "120"))
 DEMO_PAYMENT_SECRET = os.environ.get("DEMO_PAYMENT_SECRET", "demo-payment-secret")

@@ -3,9 +3,11 @@
 - ``child_env``: the environment for a child Python process (a worker, a management command)
   that must use the test database; it commits data (``transactional_db``) so the child sees it.
 - ``db_vendor``: ``"sqlite"``, ``"postgresql"`` or ``"mysql"``.
+- ``spawn``: start ``python -m MODULE`` children (such as ``tests.child_run``), killed at the end.
 - ``runjobs``: start ``manage.py runjobs`` processes (with ``child_env``), killed at the end.
 
-``tests.helpers.wait_for`` is the way to wait for something another thread or process does.
+``tests.helpers.wait_for`` is the way to wait for something another thread or process does;
+``tests.helpers.log_of`` reads what a child said.
 """
 
 from __future__ import annotations
@@ -61,30 +63,42 @@ def db_vendor() -> str:
 
 
 @pytest.fixture
-def runjobs(tmp_path):
-    """Start ``python -m django runjobs ARGS``; every process is SIGKILLed and reaped afterwards.
+def spawn(tmp_path):
+    """Start ``python -m MODULE ARGS`` children; each one still alive at the end is SIGKILLed and reaped.
 
-    Each process's output (stdout and stderr) goes to its own file: ``proc.log_path``.
+    A child's stdout and stderr go to one file, ``proc.log_path`` (``log_of(proc)`` reads it), and
+    it runs unbuffered, so a test reads what a child said even when it killed the child.
     """
-    started = []
+    started: list[subprocess.Popen] = []
 
-    def start(*args, env, extra_env=None):
-        log_path = tmp_path / f"runjobs-{len(started)}.log"
-        log = log_path.open("w")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "runjobs", *args],
-            env={**env, **(extra_env or {})},
-            cwd=REPO_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    def start(
+        module: str, *args: str, env: dict[str, str], extra_env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
+        log_path = tmp_path / f"{module.rsplit('.', 1)[-1]}-{len(started)}.log"
+        with log_path.open("w") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", module, *args],
+                env={**env, "PYTHONUNBUFFERED": "1", **(extra_env or {})},
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         proc.log_path = log_path
-        started.append((proc, log))
+        started.append(proc)
         return proc
 
     yield start
-    for proc, log in started:
+    for proc in started:
         if proc.poll() is None:
-            proc.kill()
+            proc.kill()  # also ends a SIGSTOPped process
         proc.wait(timeout=10)
-        log.close()
+
+
+@pytest.fixture
+def runjobs(spawn):
+    """Start ``python -m django runjobs ARGS`` workers with ``env`` (and ``extra_env`` over it)."""
+
+    def start(*args: str, env: dict[str, str], extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+        return spawn("django", "runjobs", *args, env=env, extra_env=extra_env)
+
+    return start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,3 +33,39 @@ def wait_for(
             what = message or getattr(predicate, "__name__", repr(predicate))
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last value: {value!r})")
         time.sleep(interval)
+
+
+def log_of(proc) -> str:
+    """What a child started by the ``spawn`` or ``runjobs`` fixture wrote so far (stdout and stderr)."""
+    return proc.log_path.read_text()
+
+
+def fail_if_exited(procs) -> None:
+    """Stop a wait early, with its output, when a child that should still run has exited."""
+    for proc in procs:
+        if proc.poll() is not None:
+            raise AssertionError(f"process {proc.pid} exited with {proc.returncode}:\n{log_of(proc)}")
+
+
+def sigkill(proc) -> None:
+    """Kill a child the way a lost machine ends it: no signal handler, no cleanup."""
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=10) == -signal.SIGKILL
+
+
+def sigterm(proc) -> None:
+    """Ask a ``runjobs`` worker to stop, once it has said it is starting: before that its SIGTERM
+    handler may not be in place yet, and the signal would kill it instead of stopping it."""
+    wait_for(
+        lambda: "starting" in log_of(proc) or proc.poll() is not None, message=f"worker {proc.pid} to start"
+    )
+    proc.send_signal(signal.SIGTERM)
+
+
+def stop_cleanly(procs) -> None:
+    """SIGTERM the workers; each stops cleanly, with no traceback in its output."""
+    for proc in procs:
+        sigterm(proc)
+    for proc in procs:
+        assert proc.wait(timeout=60) == 0, log_of(proc)
+        assert "Traceback" not in log_of(proc), log_of(proc)

@@ -1,8 +1,9 @@
 """Real-world shapes of secrets, with fake values shaped like real ones (none of them is real).
 
 Each ``Shape`` is a text as a program might print it and the part of it that must never be shown.
-``tests/test_secret_corpus.py`` checks each alone against ``redact_text`` and, end to end, in
-every place a job can put text. Every secret is unique, so finding one anywhere is a leak.
+``tests/engine/test_secret_corpus.py`` checks each alone against ``redact_text``, and
+``tests/e2e/test_secret_corpus.py`` end to end, in every place a job can put text. Every secret is
+unique, so finding one anywhere is a leak.
 """
 
 from __future__ import annotations

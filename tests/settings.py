@@ -10,6 +10,7 @@ PostgreSQL and MySQL/MariaDB:
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -30,7 +31,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_durajobs",
     "tests.testapp",
-    "example_project.demo",  # the example project's kinds, tested in tests/test_example.py
+    "example_project.demo",  # the example project's kinds, tested in tests/integration/test_example.py
 ]
 
 MIDDLEWARE = [
@@ -82,6 +83,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The test run itself must NOT set it; the `child_env` fixture (tests/conftest.py) sets it for the
 # worker processes a test starts, so that they connect to the database the run created instead
 # of the empty main one.
+#
+# Under pytest-xdist every worker (PYTEST_XDIST_WORKER=gw0, gw1, ...) has a test database of its
+# own: pytest-django appends `_gw0` to the test database's name (the SQLite file's too), and the
+# child processes a test starts inherit PYTEST_XDIST_WORKER, so the name below carries the same
+# suffix and they reach their own worker's database.
 # ---------------------------------------------------------------------------------------------
 
 SQLITE_TEST_PATH = Path(os.environ.get("DURAJOBS_TEST_SQLITE") or REPO_ROOT / ".pytest-db" / "test.sqlite3")
@@ -105,14 +111,18 @@ if _engine == "django.db.backends.sqlite3":
 elif _engine == "django.db.backends.mysql":
     _default["OPTIONS"] = {
         "charset": "utf8mb4",
-        "isolation_level": "read committed",
+        # Child processes may run at MariaDB's default instead ($DURAJOBS_TEST_MYSQL_ISOLATION).
+        "isolation_level": os.environ.get("DURAJOBS_TEST_MYSQL_ISOLATION", "read committed"),
         **_default.get("OPTIONS", {}),
     }
     _default["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
 
 if os.environ.get("DURAJOBS_USE_TEST_DB") == "1":
-    # The same name Django's creation.get_test_db_name() gives: TEST["NAME"], else "test_" + NAME.
-    _default["NAME"] = _default.get("TEST", {}).get("NAME") or f"test_{_default['NAME']}"
+    # The name pytest-django gives the test database: Django's creation.get_test_db_name()
+    # (TEST["NAME"], else "test_" + NAME), with the xdist worker's suffix under pytest-xdist.
+    _test_name = _default.get("TEST", {}).get("NAME") or f"test_{_default['NAME']}"
+    _xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
+    _default["NAME"] = f"{_test_name}_{_xdist_worker}" if _xdist_worker else _test_name
 
 DATABASES = {"default": _default}  # CONN_MAX_AGE 0: a new connection per request/thread
 
@@ -121,13 +131,29 @@ DATABASES = {"default": _default}  # CONN_MAX_AGE 0: a new connection per reques
 # killed worker is recovered in seconds.
 DURAJOBS: dict = {
     key: float(os.environ[f"DURAJOBS_{key}"])
-    for key in ("LEASE_SECONDS", "HEARTBEAT_SECONDS", "BACKOFF_BASE_SECONDS", "MAX_WORKER_LOSSES")
+    for key in (
+        "LEASE_SECONDS",
+        "HEARTBEAT_SECONDS",
+        "BACKOFF_BASE_SECONDS",
+        "MAX_WORKER_LOSSES",
+        "SCHEDULE_GRACE_SECONDS",
+    )
     if f"DURAJOBS_{key}" in os.environ
 }
+if "DURAJOBS_QUEUE_LIMITS" in os.environ:  # JSON: {"queue": limit}
+    DURAJOBS["QUEUE_LIMITS"] = json.loads(os.environ["DURAJOBS_QUEUE_LIMITS"])
 
-# The example project's demo app (tests/test_example.py points DEMO_FILES_DIR at a temporary
+# The example project's demo app (tests/integration/test_example.py points DEMO_FILES_DIR at a temporary
 # directory per test). No pacing: its steps run at full speed.
 DEMO_FILES_DIR = REPO_ROOT / ".pytest-db" / "demo"
 DEMO_STEP_SECONDS = 0
 DEMO_DNS_PROPAGATION_SECONDS = 20
 DEMO_PAYMENT_SECRET = "test-payment-secret"
+
+# Django's Tasks on django-durajobs (tests/integration/test_tasks_*.py); "special" for queue tests.
+TASKS = {
+    "default": {
+        "BACKEND": "django_durajobs.tasks.DurableBackend",
+        "QUEUES": ["default", "special"],
+    }
+}

@@ -6,10 +6,11 @@ one message that counts the jobs skipped, by reason.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, QuerySet
@@ -21,10 +22,15 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
-from .. import ops
+from .. import ops, store
 from ..models import Job, JobLog, JobStep
 from ..status import TERMINAL
-from .display import OPERATIONS, count
+from .display import OPERATIONS, JobAdminParts, count
+
+if TYPE_CHECKING:
+    from uuid import UUID
+
+    from django_stubs_ext import StrOrPromise
 
 #: An action over more jobs than this asks for confirmation first (a deletion always does).
 CONFIRM_OVER = 100
@@ -40,6 +46,11 @@ DONE = {
 CANCEL_REQUESTED = ngettext_lazy(
     "%(shown)s of them is running: it stops at its next step.",
     "%(shown)s of them are running: they stop at their next step.",
+    "count",
+)
+PAUSE_REQUESTED = ngettext_lazy(
+    "%(shown)s of them is running: it pauses at its next step.",
+    "%(shown)s of them are running: they pause at their next step.",
     "count",
 )
 SKIPPED = ngettext_lazy("%(shown)s was skipped:", "%(shown)s were skipped:", "count")
@@ -58,8 +69,8 @@ SKIPPED_BECAUSE = {
         "count",
     ),
     "job_not_pausable": ngettext_lazy(
-        "%(shown)s is not queued or waiting for an outside event",
-        "%(shown)s are not queued or waiting for an outside event",
+        "%(shown)s is not queued, running or waiting for an outside event",
+        "%(shown)s are not queued, running or waiting for an outside event",
         "count",
     ),
     "job_not_cancellable": ngettext_lazy(
@@ -87,11 +98,15 @@ def counted(text: Any, number: int) -> str:
     return text % {"count": number, "shown": count(number)}
 
 
-def outcome_message(operation: str, changed: int, skipped: Counter[str], cancel_requested: int = 0) -> str:
+def outcome_message(
+    operation: str, changed: int, skipped: Counter[str], cancel_requested: int = 0, pause_requested: int = 0
+) -> str:
     """ "Retried 19,990 jobs. 10 were skipped: 7 are not failed or needing a decision, 3 …"."""
     parts = [counted(DONE[operation], changed)]
     if cancel_requested:
         parts.append(counted(CANCEL_REQUESTED, cancel_requested))
+    if pause_requested:
+        parts.append(counted(PAUSE_REQUESTED, pause_requested))
     if skipped:
         reasons = [
             counted(SKIPPED_BECAUSE[code], number) if code in SKIPPED_BECAUSE else f"{count(number)} {code}"
@@ -103,10 +118,10 @@ def outcome_message(operation: str, changed: int, skipped: Counter[str], cancel_
 
 
 def open_child() -> Exists:
-    return Exists(Job.objects.filter(parent_id=OuterRef("pk")).exclude(status__in=TERMINAL))
+    return Exists(Job.objects.unfinished().filter(parent_id=OuterRef("pk")))
 
 
-class JobActionsMixin:
+class JobActionsMixin(JobAdminParts):
     """The list's actions, for ``JobAdmin``."""
 
     def _confirmation(self, request: HttpRequest, name: str, label: Any, total: int) -> HttpResponse:
@@ -120,8 +135,8 @@ class JobActionsMixin:
             "count": count(total),
             "deleting": name == "delete",
             "action_name": "delete_selected" if name == "delete" else f"{name}_jobs",
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
-            "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
             "select_across": "1"
             if forms.BooleanField().to_python(request.POST.get("select_across"))
             else "0",
@@ -135,17 +150,18 @@ class JobActionsMixin:
             return self._confirmation(request, name, OPERATIONS[name].label, total)
 
         def record(jobs: list[Job]) -> None:
-            LogEntry.objects.log_actions(request.user.pk, jobs, CHANGE, change_message=name)
+            LogEntry.objects.log_actions(_user_id(request), jobs, CHANGE, change_message=name)
 
         outcome = ops.apply_to_many(name, queryset, by=request.user, after_batch=record)
-        self._tell(request, name, outcome.changed, outcome.refused, outcome.cancel_requested)
+        self._tell(request, name, outcome)
         return None
 
-    def _tell(
-        self, request: HttpRequest, name: str, changed: int, skipped: Counter[str], cancel_requested: int = 0
-    ) -> None:
-        level = messages.SUCCESS if changed and not skipped else messages.WARNING
-        self.message_user(request, outcome_message(name, changed, skipped, cancel_requested), level)
+    def _tell(self, request: HttpRequest, name: str, outcome: ops.BulkOutcome) -> None:
+        level = messages.SUCCESS if outcome.changed and not outcome.refused else messages.WARNING
+        message = outcome_message(
+            name, outcome.changed, outcome.refused, outcome.cancel_requested, outcome.pause_requested
+        )
+        self.message_user(request, message, level)
 
     @admin.action(description=_("Resume selected jobs"), permissions=["operate"])
     def resume_jobs(self, request, queryset):
@@ -175,7 +191,8 @@ class JobActionsMixin:
         that have not ended, are kept (deleting a job deletes its children)."""
         if request.POST.get("confirmed") != "yes":
             return self._confirmation(request, "delete", _("Delete"), queryset.count())
-        deleted, kept = 0, Counter()
+        deleted = 0
+        kept: Counter[str] = Counter()
         for batch in ops.id_batches(queryset):
             jobs = Job.objects.filter(pk__in=batch).annotate(open_children=open_child()).order_by("pk")
             deletable = []
@@ -187,10 +204,10 @@ class JobActionsMixin:
                 else:
                     deletable.append(job)
             if deletable:
-                LogEntry.objects.log_actions(request.user.pk, deletable, DELETION)
-                Job.objects.filter(pk__in=[job.pk for job in deletable]).only("id").delete()
+                LogEntry.objects.log_actions(_user_id(request), deletable, DELETION)
+                store.delete_jobs([job.pk for job in deletable])
                 deleted += len(deletable)
-        self._tell(request, "delete", deleted, kept)
+        self._tell(request, "delete", ops.BulkOutcome(deleted, kept))
         return None
 
     def delete_view(self, request, object_id, extra_context=None):
@@ -201,11 +218,13 @@ class JobActionsMixin:
     def get_deleted_objects(self, objs, request):
         """What deleting a job takes along, counted in SQL (not every step and log line listed),
         or why it cannot be deleted yet."""
-        deleted, model_count, protected = [], Counter(), []
+        deleted: list[Any] = []
+        model_count: Counter[StrOrPromise] = Counter()
+        protected: list[str] = []
         for job in objs:
             still_open = list(
-                Job.objects.filter(parent_id=job.pk)
-                .exclude(status__in=TERMINAL)
+                Job.objects.unfinished()
+                .filter(parent_id=job.pk)
                 .order_by("id")
                 .values_list("pk", flat=True)[:11]
             )
@@ -232,7 +251,7 @@ def open_children_reason(job: Job, still_open: list[int]) -> str:
     """ "Job 5 has child jobs that have not ended: 7, 8, 9; delete it once they end."."""
     shown = ", ".join(str(pk) for pk in still_open[:10])
     if len(still_open) > 10:
-        more = Job.objects.filter(parent_id=job.pk).exclude(status__in=TERMINAL).count() - 10
+        more = Job.objects.unfinished().filter(parent_id=job.pk).count() - 10
         shown = _("%(ids)s and %(more)s more") % {"ids": shown, "more": count(more)}
     return _("Job %(id)s has child jobs that have not ended: %(ids)s; delete it once they end.") % {
         "id": job.pk,
@@ -240,13 +259,19 @@ def open_children_reason(job: Job, still_open: list[int]) -> str:
     }
 
 
-def _family_counts(job: Job) -> dict[str, int]:
+def _user_id(request: HttpRequest) -> int | str | UUID:
+    """The signed-in user's id: the admin's views serve no one else (the stubs allow an anonymous
+    user's None)."""
+    return cast("int | str | UUID", request.user.pk)
+
+
+def _family_counts(job: Job) -> dict[StrOrPromise, int]:
     """The job and its descendants (deleted with it), their steps and their log lines: one
     generation at a time, each counted in SQL."""
-    names = (
-        Job._meta.verbose_name_plural,
-        JobStep._meta.verbose_name_plural,
-        JobLog._meta.verbose_name_plural,
+    # Set on every model class once it is made; the stubs allow None for before.
+    names = cast(
+        "tuple[StrOrPromise, StrOrPromise, StrOrPromise]",
+        (Job._meta.verbose_name_plural, JobStep._meta.verbose_name_plural, JobLog._meta.verbose_name_plural),
     )
     totals = dict.fromkeys(names, 0)
     lookup = "pk"

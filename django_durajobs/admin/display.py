@@ -5,15 +5,43 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
+from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from .. import ops
-from ..engine.redact import redact
+from ..engine.moments import exact, relative
 from ..models import Job
+from ..redaction import redact
+from ..status import Status, StepState
+
+if TYPE_CHECKING:
+    from django.contrib import admin
+    from django.http import HttpRequest
+
+    class JobAdminParts(admin.ModelAdmin[Job]):
+        """What the mixins of ``JobAdmin`` use of it: a ModelAdmin, and its permissions of its own."""
+
+        def has_operate_permission(self, request: HttpRequest, obj: Job | None = None) -> bool: ...
+
+        def has_revert_permission(self, request: HttpRequest, obj: Job | None = None) -> bool: ...
+
+        # The parts each mixin uses of the others.
+        def console_urls(self) -> list[Any]: ...
+
+        def _job_or_404(self, request: HttpRequest, object_id: str, defer: tuple[str, ...] = ()) -> Job: ...
+
+        def summary_context(self, request: HttpRequest, job: Job) -> dict[str, Any]: ...
+
+        def page_sections(self, request: HttpRequest, job: Job) -> list[Any]: ...
+
+else:
+    JobAdminParts = object
+
 
 #: What a job stores as given, and only its own page shows: other views leave it unread.
 PAGE_ONLY_FIELDS = ("subject", "result", "resume_data")
@@ -33,8 +61,59 @@ def pretty_json(value: Any, limit: int | None = None) -> str:
     return format_html("<pre class='durajobs-json'>{}</pre>", text)
 
 
+def label_of(status: str) -> Any:
+    """A job status's or a step state's label ("Needs a decision"), never its code."""
+    for choices in (Status, StepState):
+        if status in choices.values:
+            return choices(status).label
+    return status
+
+
 def status_badge(status: str, label: Any = None) -> str:
-    return format_html('<span class="durajobs-badge durajobs-{}">{}</span>', status, label or status)
+    return format_html(
+        '<span class="durajobs-badge durajobs-{}">{}</span>', status, label or label_of(status)
+    )
+
+
+#: How a family of child jobs is doing (``children_summary()["overall"]``), in words.
+FAMILY = {
+    "none": _("none"),
+    "done": _("all done"),
+    "partial": _("partly failed"),
+    "failed": _("none done"),
+    "running": _("still running"),
+}
+
+
+def family_badge(overall: str) -> str:
+    """The family's badge: "Child jobs: partly failed" (not a bare "done" beside the parent's status)."""
+    return format_html(
+        '<span class="durajobs-badge durajobs-family durajobs-{}">{}</span>',
+        overall,
+        _("Child jobs: %(overall)s") % {"overall": FAMILY.get(overall, overall)},
+    )
+
+
+def time_tag(moment: datetime | None, now: datetime | None = None) -> str:
+    """A moment as "in 8 s" or "3 min ago", the exact time on hover; the console's script keeps
+    the relative text current."""
+    if moment is None:
+        return "—"
+    return format_html(
+        '<time datetime="{}" title="{}" data-relative>{}</time>',
+        moment.isoformat(),
+        exact(moment),
+        relative(moment, now or timezone.now()),
+    )
+
+
+def progress_bar(percent: int) -> str:
+    return format_html(
+        '<progress class="durajobs-progress" max="100" value="{}"></progress> '
+        '<span class="durajobs-percent">{}%</span>',
+        percent,
+        percent,
+    )
 
 
 def count(number: int) -> str:

@@ -7,8 +7,10 @@ raw fields.
 from __future__ import annotations
 
 import re
+from urllib.parse import urlencode
 
 from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import ChangeList
 from django.db import connection
 from django.db.models import QuerySet
@@ -17,63 +19,106 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
+from .. import store
+from ..engine.describe import overall, resuming_reason
 from ..models import Job
-from ..status import TERMINAL
+from ..status import TERMINAL, Status
 from .actions import JobActionsMixin
-from .display import PAGE_ONLY_FIELDS, pretty_json, status_badge
-from .pages import JobPageMixin
+from .console import ConsoleMixin
+from .display import PAGE_ONLY_FIELDS, count, family_badge, pretty_json, progress_bar, status_badge, time_tag
+from .pages import JobPageMixin, answer_of
+from .rows import prepare_rows
 
 #: A search term that is an id: ASCII digits, maybe after a "#".
 ID_TERM = re.compile(r"#?([0-9]{1,20})", re.ASCII)
 
 
 class HasParentFilter(admin.SimpleListFilter):
-    title = _("has parent")
+    """Child jobs are listed on their parent's page. The list leaves them out unless asked to, or
+    unless it is narrowed by another filter or a search (the failed jobs include failed children)."""
+
+    title = _("child jobs")
     parameter_name = "has_parent"
+    #: Parameters of the list that do not narrow it down.
+    NOT_NARROWING = frozenset({"has_parent", "o", "p", "e", "_popup", "_to_field"})
+
+    def lookups(self, request, model_admin):
+        return (("no", _("Hidden")), ("all", _("Shown too")), ("yes", _("Only child jobs")))
+
+    def choices(self, changelist):
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": self.value() == lookup or (self.value() is None and lookup == "no"),
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(parent__isnull=False)
+        narrowed = any(name not in self.NOT_NARROWING for name in request.GET)
+        if self.value() == "all" or (self.value() is None and narrowed):
+            return queryset
+        return queryset.filter(parent__isnull=True)
+
+
+class WaitsForEventFilter(admin.SimpleListFilter):
+    title = _("waits for an event")
+    parameter_name = "waits_for_event"
 
     def lookups(self, request, model_admin):
         return (("yes", _("Yes")), ("no", _("No")))
 
     def queryset(self, request, queryset):
         if self.value() == "yes":
-            return queryset.filter(parent__isnull=False)
+            return queryset.filter(status=Status.AWAITING_EXTERNAL).exclude(waits_for_event="")
         if self.value() == "no":
-            return queryset.filter(parent__isnull=True)
+            return queryset.filter(waits_for_event="")
         return queryset
 
 
 class JobChangeList(ChangeList):
-    """The list reads what its columns show, not each job's subject, results and offered actions."""
+    """The list reads what its columns show, not each job's subject, results and offered actions;
+    why a limit holds a job of the page back is counted once for the whole page."""
 
     def get_queryset(self, request, exclude_parameters=None):
         return super().get_queryset(request, exclude_parameters).defer(*PAGE_ONLY_FIELDS, "actions")
 
+    def get_results(self, request):
+        super().get_results(request)
+        prepare_rows(list(self.result_list))
+
 
 @admin.register(Job)
-class JobAdmin(JobActionsMixin, JobPageMixin, admin.ModelAdmin):
+class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
+    # What matters most comes first: the reason column must show at 1,280 px with the sidebar open.
     list_display = (
         "id",
         "label_and_kind",
         "status_badge",
+        "reason",
         "progress_bar",
         "attempts",
-        "next_run_at",
-        "reason",
+        "next_run",
+        "updated",
         "subject_ref",
         "created_by",
-        "updated_at",
     )
     list_display_links = ("id", "label_and_kind")
-    list_filter = ("status", "kind", "queue", "actor_type", HasParentFilter)
-    search_fields = ("label", "=idempotency_key", "=subject_id", "=external_ref")
-    search_help_text = _("Search by id, label, idempotency key, subject id or external reference.")
+    list_filter = ("status", "kind", "queue", "actor_type", HasParentFilter, WaitsForEventFilter)
+    search_fields = ("label", "=idempotency_key", "=subject_id", "=external_ref", "=waits_for_event")
+    search_help_text = _(
+        "Search by id, label, idempotency key, subject id, external reference or the event a job waits for."
+    )
     list_select_related = ("created_by",)
     ordering = ("-created_at", "-id")
     show_full_result_count = False
     list_per_page = 50
     actions = ("resume_jobs", "retry_jobs", "pause_jobs", "cancel_jobs", "revert_jobs", "delete_selected")
     change_form_template = "admin/django_durajobs/job/change_form.html"
+    change_list_template = "admin/django_durajobs/job/change_list.html"
     fieldsets = (
         (
             None,
@@ -110,13 +155,14 @@ class JobAdmin(JobActionsMixin, JobPageMixin, admin.ModelAdmin):
                 "fields": (
                     "attempt",
                     "max_attempts",
-                    "next_run_at",
-                    "eta_at",
-                    "progress",
-                    "created_at",
-                    "started_at",
-                    "updated_at",
-                    "ended_at",
+                    "timeout",
+                    "next_run",
+                    "eta",
+                    "shown_progress",
+                    "created",
+                    "started",
+                    "updated",
+                    "ended",
                 )
             },
         ),
@@ -127,10 +173,12 @@ class JobAdmin(JobActionsMixin, JobPageMixin, admin.ModelAdmin):
                     "shown_result",
                     "error",
                     "error_code",
-                    "wait_reason",
+                    "shown_wait_reason",
+                    "awaited_event",
                     "user_message",
                     "shown_actions",
-                    "resume_action",
+                    "on_deadline",
+                    "answer",
                     "shown_resume_data",
                 )
             },
@@ -140,10 +188,12 @@ class JobAdmin(JobActionsMixin, JobPageMixin, admin.ModelAdmin):
             {
                 "classes": ("collapse",),
                 "fields": (
+                    "concurrency_key",
                     "locked_by",
                     "locked_at",
                     "worker_losses",
                     "cancel_requested",
+                    "pause_requested",
                     "waits_for_children",
                 ),
             },
@@ -152,7 +202,7 @@ class JobAdmin(JobActionsMixin, JobPageMixin, admin.ModelAdmin):
 
     class Media:
         css = {"all": ("django_durajobs/admin.css",)}
-        js = ("django_durajobs/job_summary.js",)
+        js = ("django_durajobs/console.js",)
 
     # Jobs are created by code and changed by operations, never edited as raw fields.
 
@@ -173,7 +223,7 @@ class JobAdmin(JobActionsMixin, JobPageMixin, admin.ModelAdmin):
         return request.user.has_perm("django_durajobs.revert_job")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:
-        return [field for _name, options in self.fieldsets for field in options["fields"]]
+        return flatten_fieldsets(self.fieldsets)
 
     def get_changelist(self, request: HttpRequest, **kwargs):
         return JobChangeList
@@ -189,19 +239,70 @@ class JobAdmin(JobActionsMixin, JobPageMixin, admin.ModelAdmin):
 
     @admin.display(description=_("job"), ordering="label")
     def label_and_kind(self, job: Job) -> str:
+        if job.parent_id is not None:
+            return format_html(
+                "<span class='durajobs-child'>↳ {}<br><small class='durajobs-kind'>{} · {}</small></span>",
+                job.label,
+                job.kind,
+                _("child of #%(id)s") % {"id": job.parent_id},
+            )
         return format_html("{}<br><small class='durajobs-kind'>{}</small>", job.label, job.kind)
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, job: Job) -> str:
-        return status_badge(job.status, job.get_status_display())
+        badge = status_badge(job.status, job.get_status_display())
+        family = getattr(job, "family", None)
+        if family:
+            total = sum(family.values())
+            link = format_html(
+                '<a href="{}#children-group">{}</a>',
+                reverse("admin:django_durajobs_job_change", args=[job.pk]),
+                ngettext("%(count)s child job", "%(count)s child jobs", total) % {"count": count(total)},
+            )
+            badge = format_html("{}<br>{} <small>({})</small>", badge, family_badge(overall(family)), link)
+        if job.pause_requested and job.status == Status.RUNNING:
+            return format_html("{}<br><small>{}</small>", badge, _("pause requested"))
+        return badge
 
     @admin.display(description=_("progress"), ordering="progress")
     def progress_bar(self, job: Job) -> str:
-        return format_html(
-            '<progress class="durajobs-progress" max="100" value="{}"></progress> {}%',
-            job.progress,
-            job.progress,
-        )
+        return progress_bar(getattr(job, "shown_progress", job.progress))
+
+    @admin.display(description=_("next run"), ordering="next_run_at")
+    def next_run(self, job: Job) -> str:
+        return time_tag(job.next_run_at) if job.status not in TERMINAL else "—"
+
+    @admin.display(description=_("updated"), ordering="updated_at")
+    def updated(self, job: Job) -> str:
+        return time_tag(job.updated_at)
+
+    # Job page fields ---------------------------------------------------------------------------
+
+    @admin.display(description=_("ETA"))
+    def eta(self, job: Job) -> str:
+        return time_tag(job.eta_at)
+
+    @admin.display(description=_("progress"))
+    def shown_progress(self, job: Job) -> str:
+        return progress_bar(getattr(job, "shown_progress", job.progress))
+
+    @admin.display(description=_("created"))
+    def created(self, job: Job) -> str:
+        return time_tag(job.created_at)
+
+    @admin.display(description=_("started"))
+    def started(self, job: Job) -> str:
+        return time_tag(job.started_at)
+
+    @admin.display(description=_("ended"))
+    def ended(self, job: Job) -> str:
+        return time_tag(job.ended_at)
+
+    @admin.display(description=_("answer"))
+    def answer(self, job: Job) -> str:
+        """The answer the job's question got: its action while the run has not seen it through,
+        then as its log tells it."""
+        return answer_of(job) or job.resume_action or "—"
 
     @admin.display(description=_("attempt"))
     def attempts(self, job: Job) -> str:
@@ -209,14 +310,18 @@ class JobAdmin(JobActionsMixin, JobPageMixin, admin.ModelAdmin):
 
     @admin.display(description=_("waiting for / error"))
     def reason(self, job: Job) -> str:
-        text = job.error if job.status == "failed" else (job.wait_reason or job.user_message or job.error)
+        waiting_for = (
+            job.wait_reason
+            or resuming_reason(job)
+            or getattr(job, "held_back_reason", None)
+            or job.user_message
+        )
+        text = job.error if job.status == Status.FAILED else (waiting_for or job.error)
         return Truncator(text).chars(80) if text else ""
 
     @admin.display(description=_("subject"), ordering="subject_id")
     def subject_ref(self, job: Job) -> str:
         return " ".join(part for part in (job.subject_type, job.subject_id) if part)
-
-    # Job page fields ---------------------------------------------------------------------------
 
     @admin.display(description=_("parent job"))
     def parent_link(self, job: Job) -> str:
@@ -224,6 +329,20 @@ class JobAdmin(JobActionsMixin, JobPageMixin, admin.ModelAdmin):
             return "—"
         url = reverse("admin:django_durajobs_job_change", args=[job.parent_id])
         return format_html('<a href="{}">#{}</a>', url, job.parent_id)
+
+    @admin.display(description=_("wait reason"))
+    def shown_wait_reason(self, job: Job) -> str:
+        """The reason the job stored, that it resumes after an interruption, or the limit that holds
+        it back now."""
+        return job.wait_reason or resuming_reason(job) or store.held_back_reason(job) or ""
+
+    @admin.display(description=_("waits for event"))
+    def awaited_event(self, job: Job) -> str:
+        """The event's name, and where an operator sends it."""
+        if not job.waits_for_event:
+            return "—"
+        url = f"{reverse('admin:django_durajobs_event_add')}?{urlencode({'name': job.waits_for_event})}"
+        return format_html('{} <a class="button" href="{}">{}</a>', job.waits_for_event, url, _("Send it"))
 
     @admin.display(description=_("subject"))
     def shown_subject(self, job: Job) -> str:

@@ -21,8 +21,8 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from ..models import Job, JobLog, JobStep
-from ..status import Phase
-from .display import count, pretty_json, status_badge
+from ..status import TERMINAL, Phase, Status
+from .display import count, pretty_json, status_badge, time_tag
 
 STEPS_PER_PAGE = 100
 CHILDREN_PER_PAGE = 100
@@ -34,6 +34,8 @@ RESULT_CHARS_SHOWN = 2000
 #: A child's error longer than this is cut short in the child jobs table.
 ERROR_CHARS_SHOWN = 300
 EMPTY = "—"
+#: The children a parent's page retries at once, and lists first: those that need someone.
+RETRIED_CHILDREN = (Status.FAILED, Status.NEEDS_USER)
 
 
 @dataclass(frozen=True)
@@ -88,20 +90,15 @@ def paginate(
             links.append(PageLink(number, current=number == page.number))
             continue
         query = request.GET.copy()
-        query[parameter] = number
+        query[parameter] = str(number)
         links.append(PageLink(number, f"?{query.urlencode()}", last=number == paginator.num_pages))
     return Pages(page, links, counted(paginator.count))
-
-
-def _or_empty(value: Any) -> Any:
-    return EMPTY if value is None or value == "" else value
 
 
 def steps_section(request: HttpRequest, job: Job) -> Section:
     columns = (
         Column("phase", _("phase")),
-        Column("step_id", _("step")),
-        Column("title", _("title")),
+        Column("title", _("step")),
         Column("state", _("state")),
         Column("started_at", _("started")),
         Column("ended_at", _("ended")),
@@ -120,11 +117,10 @@ def steps_section(request: HttpRequest, job: Job) -> Section:
     rows = [
         [
             ("phase", step.get_phase_display()),
-            ("step_id", step.step_id),
-            ("title", step.title),
+            ("title", format_html("{}<br><small class='durajobs-kind'>{}</small>", step.title, step.step_id)),
             ("state", status_badge(step.state, step.get_state_display())),
-            ("started_at", _or_empty(step.started_at)),
-            ("ended_at", _or_empty(step.ended_at)),
+            ("started_at", time_tag(step.started_at)),
+            ("ended_at", time_tag(step.ended_at)),
             ("detail_or_error", step.error or step.detail or EMPTY),
             ("result", pretty_json(step.result, limit=RESULT_CHARS_SHOWN)),
         ]
@@ -151,7 +147,7 @@ def log_section(job: Job) -> Section:
             _("Show the full log"),
         )
     columns = (Column("at", _("at")), Column("line", _("line")))
-    rows = [[("at", line.at), ("line", line.line)] for line in latest]
+    rows = [[("at", time_tag(line.at)), ("line", line.line)] for line in latest]
     return Section("log_lines", _("log"), columns, rows, note=note)
 
 
@@ -165,15 +161,17 @@ def full_log(request: HttpRequest, job: Job) -> Section:
         lambda n: ngettext("%(count)s line", "%(count)s lines", n) % {"count": count(n)},
     )
     columns = (Column("at", _("at")), Column("line", _("line")))
-    rows = [[("at", line.at), ("line", line.line)] for line in pages.page]
+    rows = [[("at", time_tag(line.at)), ("line", line.line)] for line in pages.page]
     return Section("log_lines", _("log, newest first"), columns, rows, pages)
 
 
 def children_section(request: HttpRequest, job: Job) -> Section | None:
-    """The job's children in the order they were created, ``CHILDREN_PER_PAGE`` a page; None without any."""
+    """The job's children, those that failed or ask a question first, then in the order they were
+    created, ``CHILDREN_PER_PAGE`` a page; None without any."""
+    needs_someone = Case(When(status__in=RETRIED_CHILDREN, then=Value(0)), default=Value(1))
     children = (
         Job.objects.filter(parent_id=job.pk)
-        .order_by("created_at", "id")
+        .order_by(needs_someone, "created_at", "id")
         .only("id", "label", "status", "error", "attempt", "next_run_at")
     )
     pages = paginate(
@@ -206,7 +204,7 @@ def children_section(request: HttpRequest, job: Job) -> Section | None:
             ("status", status_badge(child.status, child.get_status_display())),
             ("error", Truncator(child.error).chars(ERROR_CHARS_SHOWN) or EMPTY),
             ("attempt", child.attempt),
-            ("next_run_at", _or_empty(child.next_run_at)),
+            ("next_run_at", time_tag(child.next_run_at) if child.status not in TERMINAL else EMPTY),
         ]
         for child in pages.page
     ]

@@ -1,1 +1,1 @@
-"""The engine: plain Python over the models — states, steps, retries, redaction, describe."""
+"""The engine: plain Python over the models and the store — steps, retries, describe."""

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from asgiref.sync import iscoroutinefunction
 from django.db import transaction
 from django.utils import timezone
 
+from .. import telemetry
 from ..conf import get_setting
-from ..errors import JobError, LeaseLost
+from ..errors import JobError, JobTimeout, LeaseLost
 from ..models import Job, JobStep
+from ..redaction import describe_exception, shown_text
 from ..registry import JobKind, name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
 from ..store import StepRowMissing, children_wait_reason, database_trouble, enqueue, open_children
+from ..transitions import Event, allows
+from ..values import check_message, readable_id, short_repr, to_json, to_timeout
 from .describe import children_summary
-from .redact import describe_exception, shown_text
-from .values import check_message, short_repr, to_json
+from .waits import moment, offered_actions
 
 if TYPE_CHECKING:
     from ..store import Lease
@@ -33,11 +40,13 @@ class Interrupt(BaseException):
     swallow a wait or a cancellation.
     """
 
+    event: Event
     step_state = StepState.PENDING
     detail = ""
 
 
 class WaitInterrupt(Interrupt):
+    event = Event.WAIT
     step_state = StepState.WAITING
 
     def __init__(self, reason: str, resume_at: datetime | None, status: str) -> None:
@@ -47,77 +56,47 @@ class WaitInterrupt(Interrupt):
 
 
 class WaitForChildrenInterrupt(WaitInterrupt):
+    event = Event.WAIT_FOR_CHILDREN
+
     def __init__(self, reason: str) -> None:
         super().__init__(reason, None, Status.AWAITING_EXTERNAL)
 
 
 class NeedsUserInterrupt(Interrupt):
+    event = Event.ASK
     step_state = StepState.NEEDS_USER
 
-    def __init__(self, message: str, actions: list[dict[str, Any]] | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        actions: list[dict[str, Any]] | None,
+        deadline: datetime | None = None,
+        on_deadline: str = "",
+    ) -> None:
         self.detail = message
         self.actions = actions
+        self.deadline = deadline
+        self.on_deadline = on_deadline
 
 
 class RetryLaterInterrupt(Interrupt):
+    event = Event.RETRY_LATER
+
     def __init__(self, seconds: float, reason: str) -> None:
         self.seconds = seconds
         self.detail = reason
 
 
 class CancelInterrupt(Interrupt):
-    pass
+    event = Event.CANCELLED
 
 
-def _moment(value: datetime | timedelta | None, name: str) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        try:
-            return timezone.now() + value
-        except OverflowError:
-            raise JobError("invalid_input", f"{name} is past the last date a database stores.") from None
-    if isinstance(value, datetime) and timezone.is_aware(value):
-        return value
-    raise JobError(
-        "invalid_input", f"{name} must be a timezone-aware datetime or a timedelta, not {short_repr(value)}."
-    )
+class PauseInterrupt(Interrupt):
+    event = Event.PAUSED
 
 
-#: An offered action's id becomes the job's ``resume_action`` when it is chosen.
-ACTION_ID_MAX_LENGTH = Job._meta.get_field("resume_action").max_length
-
-
-def _normalise_actions(actions: Any) -> list[dict[str, Any]] | None:
-    """The offered actions as ``[{"id", "label", …}]``: at most ``MAX_ACTIONS``, each id unique and
-    short enough to be chosen, each text a message's length at most."""
-    if actions is None:
-        return None
-    actions = list(actions)
-    limit = get_setting("MAX_ACTIONS")
-    if len(actions) > limit:
-        raise JobError(
-            "invalid_input",
-            f"{len(actions):,} actions are offered; the limit is {limit} (DURAJOBS['MAX_ACTIONS']).",
-        )
-    normalised: list[dict[str, Any]] = []
-    for action in actions:
-        entry = {"id": action, "label": action} if isinstance(action, str) else dict(action)
-        action_id = entry.get("id")
-        if not isinstance(action_id, str) or not action_id or len(action_id) > ACTION_ID_MAX_LENGTH:
-            raise JobError(
-                "invalid_input",
-                f"Each offered action needs an id of 1 to {ACTION_ID_MAX_LENGTH} characters, "
-                f"not {short_repr(action)}.",
-            )
-        if any(known["id"] == action_id for known in normalised):
-            raise JobError("invalid_input", f"The action {action_id!r} is offered twice.")
-        entry.setdefault("label", action_id)
-        for key, text in entry.items():
-            if isinstance(text, str):
-                check_message(text, f"The action {action_id!r}'s {key}")
-        normalised.append(entry)
-    return to_json(normalised, what="The offered actions")
+#: What ends a run when an operator asked for it (``Lease.stop_requested()``).
+STOPS = {"cancel": CancelInterrupt, "pause": PauseInterrupt}
 
 
 def step_result(value: Any, step_id: str | None = None) -> Any:
@@ -129,6 +108,22 @@ def step_result(value: Any, step_id: str | None = None) -> Any:
         max_bytes=get_setting("MAX_RESULT_BYTES"),
         setting="MAX_RESULT_BYTES",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStep:
+    """A step ``JobContext.open_step`` started (or, ``replayed``, found done), with its timeout
+    in seconds and when it must be over, on ``time.monotonic()``."""
+
+    step: JobStep
+    seconds: float | None
+    ends: float | None = None
+    replayed: bool = False
+    span: Any = None  # its OpenTelemetry span (django_durajobs.telemetry), or None
+
+    @property
+    def result(self) -> Any:
+        return self.step.result
 
 
 class JobContext:
@@ -144,7 +139,13 @@ class JobContext:
         self.resume_action: str | None = self.job.resume_action or None
         self.resume_data: Any = self.job.resume_data
         self.logged = False  # whether this run wrote log lines (the log may need trimming)
+        self.event_waits: Counter[str] = Counter()  # how often this run waited for each event
         self._steps_from_rows = False  # whether self.steps was read from the database
+        self.span: Any = None  # the attempt's OpenTelemetry span (django_durajobs.telemetry), or None
+        #: When this try is past the job's timeout, on ``time.monotonic()``: counted from the
+        #: claim, which happened just now.
+        self.deadline = time.monotonic() + self.job.timeout if self.job.timeout else None
+        lease.deadline = self.deadline
 
     @cached_property
     def first_run(self) -> bool:
@@ -184,20 +185,55 @@ class JobContext:
 
     # Steps -------------------------------------------------------------------------------------
 
-    def step(self, step_id: str, fn: Callable[[], T], title: str | None = None, atomic: bool = False) -> T:
+    def step(
+        self,
+        step_id: str,
+        fn: Callable[[], T],
+        title: str | None = None,
+        atomic: bool = False,
+        timeout: float | timedelta | None = None,
+    ) -> T:
         """Run ``fn`` once for this job and return its result; on replay, return the stored result.
 
         ``atomic=True`` runs ``fn`` and the checkpoint in one transaction, so a step whose effects
-        are writes to this database happens exactly once.
+        are writes to this database happens exactly once. ``timeout`` (seconds or a timedelta):
+        a step still running past it fails the try with ``error_code="timeout"``, and its result
+        is not kept.
+        """
+        if iscoroutinefunction(fn):
+            raise JobError(
+                "invalid_input",
+                f"Step {step_id!r} is an async function; only an async job (async def) can await it.",
+            )
+        opened = self.open_step(step_id, title, timeout)
+        if opened.replayed:
+            return opened.result  # type: ignore[no-any-return]  # what fn returned, read back from JSON
+        try:
+            return self.run_step(opened, fn, atomic)
+        except (Interrupt, Exception) as raised:
+            self.step_raised(opened, raised)
+            raise
+        finally:
+            self.step_over(opened)
+
+    # The parts of a step, in their order; ``AsyncJobContext.step`` goes through the same ones.
+
+    def open_step(self, step_id: str, title: str | None, timeout: float | timedelta | None) -> OpenStep:
+        """The step's stored result when it is done; otherwise the step, marked running.
+
+        Raises an ``Interrupt`` when an operator asked to stop the job here, and ``JobTimeout``
+        when the try is past its timeout.
         """
         problem = name_problem(step_id, "A step id")
         if problem:
             raise JobError("invalid_input", problem)
+        seconds = to_timeout(timeout, f"Step {step_id!r}'s timeout")
         step = self.steps.get(step_id)
         if step is not None and step.state == StepState.DONE:
-            return step.result
+            return OpenStep(step, seconds, replayed=True)
+        self._check_deadline()
         create = step is None
-        if create:
+        if step is None:
             self._check_room_for_a_step()
             # The last step known is the last by position: rows are read in that order, and
             # new ones are appended.
@@ -207,11 +243,11 @@ class JobContext:
                 phase=self.phase,
                 position=position,
                 step_id=step_id,
-                title=shown_text(title or step_id, 255),
+                title=shown_text(title or readable_id(step_id), 255),
             )
             self.steps[step_id] = step
         try:
-            started = self._lease.start_step(
+            stop = self._lease.start_step(
                 step,
                 create=create,
                 state=StepState.RUNNING,
@@ -226,29 +262,70 @@ class JobContext:
             # The kind's declaration changed since this job was enqueued: go by its rows instead.
             self._steps_from_rows = True
             del self.steps
-            return self.step(step_id, fn, title=title, atomic=atomic)
-        if not started and not self.reverting:  # a step boundary is where a cancel request is seen
-            raise CancelInterrupt()
-        try:
-            if atomic:
-                with transaction.atomic():
-                    result = step_result(fn(), step_id)
-                    self._done(step, result)
-            else:
-                result = step_result(fn(), step_id)
-                self._done(step, result)
-        except Interrupt as interrupt:
-            self.interrupted_step = step
-            self._lease.save_step(step, state=interrupt.step_state, detail=interrupt.detail)
-            raise
-        except Exception as exc:
-            if isinstance(exc, LeaseLost) or database_trouble(exc):
-                raise
-            self._lease.save_step(
-                step, state=StepState.FAILED, ended_at=timezone.now(), error=describe_exception(exc)
-            )
-            raise
+            return self.open_step(step_id, title, timeout)
+        if stop is not None and not self.reverting:  # where a cancel or pause request is seen
+            raise STOPS[stop]()
+        span = telemetry.start_step(self.span, self.job, step_id)
+        opened = OpenStep(step, seconds, ends=self._step_deadline(seconds), span=span)
+        if opened.ends is not None:  # the worker's to watch while fn runs
+            self._lease.deadline, self._lease.timed_step = opened.ends, step_id
+        return opened
+
+    def run_step(self, opened: OpenStep, fn: Callable[[], T], atomic: bool = False) -> T:
+        """Call ``fn`` and checkpoint its result (with ``atomic``, in one transaction)."""
+        if atomic:
+            with transaction.atomic():
+                return self.keep_result(opened, fn())
+        return self.keep_result(opened, fn())
+
+    def keep_result(self, opened: OpenStep, value: T) -> T:
+        """Checkpoint what the step returned, unless it came past the step's deadline."""
+        result: T = step_result(value, opened.step.step_id)
+        self._refuse_late(opened.step.step_id, opened.ends, opened.seconds)
+        self._lease.save_step(opened.step, state=StepState.DONE, ended_at=timezone.now(), result=result)
+        telemetry.end(opened.span, StepState.DONE)
         return result
+
+    def step_raised(self, opened: OpenStep, raised: BaseException) -> None:
+        """Record on the step why it did not finish: a wait, or a failure (not a lost lease or database)."""
+        if isinstance(raised, Interrupt):
+            self.interrupted_step = opened.step
+            self._lease.save_step(opened.step, state=raised.step_state, detail=raised.detail)
+            telemetry.end(opened.span, raised.step_state)
+        elif not (isinstance(raised, LeaseLost) or database_trouble(raised)):
+            telemetry.raised(opened.span, raised)
+            self._lease.save_step(
+                opened.step, state=StepState.FAILED, ended_at=timezone.now(), error=describe_exception(raised)
+            )
+            telemetry.end(opened.span, StepState.FAILED)
+
+    def step_over(self, opened: OpenStep) -> None:
+        """The step is no longer in flight: the worker watches the job's own deadline again."""
+        telemetry.end(opened.span, "abandoned")  # unless it ended with its outcome already
+        if opened.ends is not None:
+            self._lease.deadline, self._lease.timed_step = self.deadline, None
+
+    # Timeouts: judged on this process's monotonic clock, with no query --------------------------
+
+    def _check_deadline(self) -> None:
+        """At a step boundary: fail the try if it is past the job's timeout."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise JobTimeout(f"Job {self.job.pk} ran past its timeout of {self.job.timeout:g} s.")
+
+    def _step_deadline(self, seconds: float | None) -> float | None:
+        """When a step starting now must be over: its own timeout or the job's, whichever comes first."""
+        if seconds is None:
+            return self.deadline
+        own = time.monotonic() + seconds
+        return own if self.deadline is None else min(own, self.deadline)
+
+    def _refuse_late(self, step_id: str, ends: float | None, seconds: float | None) -> None:
+        """A step that returns past its deadline timed out: its result is not kept."""
+        if ends is None or time.monotonic() < ends:
+            return
+        if ends == self.deadline:
+            self._check_deadline()
+        raise JobTimeout(f"Step {step_id!r} ran past its timeout of {seconds:g} s.")
 
     def _check_room_for_a_step(self) -> None:
         limit = get_setting("MAX_STEPS")
@@ -258,9 +335,6 @@ class JobContext:
                 f"Job {self.job.pk} already has {len(self.steps):,} steps; the limit is {limit:,} "
                 "(DURAJOBS['MAX_STEPS']).",
             )
-
-    def _done(self, step: JobStep, result: Any) -> None:
-        self._lease.save_step(step, state=StepState.DONE, ended_at=timezone.now(), result=result)
 
     # Visible state -----------------------------------------------------------------------------
 
@@ -275,12 +349,13 @@ class JobContext:
         self._lease.renew(progress=max(0, min(100, round(pct))))
 
     def eta(self, at: datetime | timedelta | None) -> None:
-        self._lease.renew(eta_at=_moment(at, "The ETA"))
+        self._lease.renew(eta_at=moment(at, "The ETA"))
 
     # Leaving the run early ---------------------------------------------------------------------
 
-    def _no_waiting_in_revert(self, what: str) -> None:
-        if self.reverting:
+    def _refuse_unless_allowed(self, event: Event, what: str) -> None:
+        """A revert has no waiting states of its own: the transitions table has no such outcome."""
+        if not allows(event, self.phase, Status.REVERTING if self.reverting else Status.RUNNING):
             raise JobError("invalid_input", f"A revert cannot {what}; it runs to its end or fails.")
 
     def wait_external(
@@ -290,7 +365,7 @@ class JobContext:
         status: str = Status.AWAITING_EXTERNAL,
     ) -> None:
         """Park the job until ``resume()`` is called or ``resume_at`` comes; the run is re-entered then."""
-        self._no_waiting_in_revert("wait for an outside event")
+        self._refuse_unless_allowed(Event.WAIT, "wait for an outside event")
         self.check_cancel()
         if status not in EXTERNAL_WAITS:
             allowed = ", ".join(sorted(EXTERNAL_WAITS))
@@ -298,7 +373,7 @@ class JobContext:
                 "invalid_input", f"{status!r} is not a waiting status a run can choose; use one of {allowed}."
             )
         raise WaitInterrupt(
-            shown_text(check_message(str(reason), "The wait reason")), _moment(resume_at, "resume_at"), status
+            shown_text(check_message(str(reason), "The wait reason")), moment(resume_at, "resume_at"), status
         )
 
     def wait_for_children(self) -> dict[str, Any]:
@@ -313,18 +388,52 @@ class JobContext:
             raise WaitForChildrenInterrupt(children_wait_reason(still_open, total))
         return children_summary(self.job)
 
+    def wait_for_event(self, name: str, timeout: float | timedelta | None = None) -> Any:
+        """The payload of the event ``name`` (``send_event``): at once if it was sent, else once it is.
+
+        Until then the job waits in ``awaiting_external``. With a ``timeout`` (seconds or a
+        timedelta), a wait not over by then raises ``EventTimeout``, which the run may catch.
+        """
+        from .events import wait_for_event  # it builds on this module
+
+        self._refuse_unless_allowed(Event.WAIT_FOR_EVENT, "wait for an event")
+        self.check_cancel()
+        return wait_for_event(self, self._lease, name, timeout)
+
     def enqueue_child(self, kind: str, key: str, **kwargs: Any) -> Job:
         """Create a child job once, however often this line runs: its idempotency key is derived
         from this job and ``key`` (the target, such as a server name)."""
-        child, _ = enqueue(kind, parent=self.job, idempotency_key=f"child:{self.job.pk}:{key}", **kwargs)
+        with telemetry.current(self.span):  # the child's attempts join this one's trace
+            child, _ = enqueue(kind, parent=self.job, idempotency_key=f"child:{self.job.pk}:{key}", **kwargs)
         return child
 
-    def needs_user(self, message: str, actions: Any = None) -> None:
-        """Stop until a person answers; ``actions`` (ids, or ``{"id", "label"}`` dicts) become buttons."""
-        self._no_waiting_in_revert("wait for a person's decision")
+    def needs_user(
+        self,
+        message: str,
+        actions: Any = None,
+        deadline: datetime | timedelta | None = None,
+        on_deadline: str | None = None,
+    ) -> None:
+        """Stop until a person answers; ``actions`` (ids, or ``{"id", "label"}`` dicts) become buttons.
+
+        With a ``deadline`` (a datetime, or a timedelta from now), a question nobody answered by
+        then is answered by itself with the offered action ``on_deadline``.
+        """
+        self._refuse_unless_allowed(Event.ASK, "wait for a person's decision")
+        offered = offered_actions(actions)
+        at = moment(deadline, "The deadline")
+        if (at is None) != (on_deadline is None):
+            raise JobError(
+                "invalid_input", "A deadline needs an on_deadline action, and on_deadline a deadline."
+            )
+        if on_deadline is not None and on_deadline not in [action["id"] for action in offered or ()]:
+            raise JobError(
+                "invalid_input",
+                f"on_deadline must be one of the offered actions, not {short_repr(on_deadline)}.",
+            )
         self.check_cancel()
         raise NeedsUserInterrupt(
-            shown_text(check_message(str(message), "The question")), _normalise_actions(actions)
+            shown_text(check_message(str(message), "The question")), offered, at, on_deadline or ""
         )
 
     def retry_later(self, seconds: float | timedelta, reason: str | None = None) -> None:
@@ -347,6 +456,10 @@ class JobContext:
         raise RetryLaterInterrupt(float(seconds), shown_text(check_message(str(reason or ""), "The reason")))
 
     def check_cancel(self) -> None:
-        """Stop here if an operator asked to cancel (done automatically at every step boundary)."""
-        if not self.reverting and self._lease.cancel_requested():
-            raise CancelInterrupt()
+        """Stop here if an operator asked to cancel or to pause, or the try is past its timeout
+        (done automatically at every step boundary, and before a wait)."""
+        self._check_deadline()
+        if not self.reverting:
+            stop = self._lease.stop_requested()
+            if stop is not None:
+                raise STOPS[stop]()

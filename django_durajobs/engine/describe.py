@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.db.models import Count, Max, Min
@@ -13,13 +14,9 @@ from django.utils.translation import gettext as _
 from ..conf import get_setting
 from ..errors import JobError
 from ..models import Job, JobLog, JobStep
-from ..registry import get_kind
+from ..redaction import redact
+from ..registry import has_revert
 from ..status import (
-    CANCELLABLE_AT_ONCE,
-    PAUSABLE,
-    RESUMABLE,
-    RETRYABLE,
-    REVERTIBLE,
     SETTLED_UNSUCCESSFULLY,
     TERMINAL,
     WAITING,
@@ -27,9 +24,11 @@ from ..status import (
     Status,
     StepState,
 )
-from ..store import DatabaseNow, database_now
-from .redact import redact
-from .values import to_job_id
+from ..store import DatabaseNow, database_now, held_back_reason, step_counts
+from ..transitions import HELD_STATUSES, Event, allows
+from ..values import to_job_id
+from .moments import in_words
+from .progress import progress_of
 
 ACTIVE_STEP_STATES = (StepState.RUNNING, StepState.WAITING, StepState.NEEDS_USER, StepState.FAILED)
 
@@ -61,15 +60,36 @@ def step_summary(step: JobStep) -> dict[str, Any]:
     }
 
 
+def resuming_reason(job: Job) -> str | None:
+    """Why an interrupted job waits, until it runs again: only for a worker, since it goes before
+    the jobs of its priority that have not started; None for any other job."""
+    if not job.interrupted:
+        return None
+    # A lost worker counts towards MAX_WORKER_LOSSES and a stopping one counts nothing, so the count
+    # tells them apart (a job lost once and released by a stopping worker since reads as lost).
+    if job.worker_losses:
+        return _("Resuming after a lost worker")
+    return _("Resuming after its worker stopped")
+
+
 def _eta_unknown_reason(job: Job) -> str | None:
     if job.eta_at:
         return None
     if job.status in TERMINAL:
         return _("The job has ended.")
+    if job.interrupted:
+        return _("%(reason)s: next for a free worker, after its last finished step.") % {
+            "reason": resuming_reason(job)
+        }
     if job.status == Status.QUEUED:
-        if job.next_run_at and job.next_run_at > timezone.now():
-            return _("Scheduled to run again at %(at)s.") % {"at": job.next_run_at.isoformat()}
+        now = timezone.now()
+        if job.next_run_at and job.next_run_at > now:
+            return _("Scheduled to run again %(when)s.") % {"when": in_words(job.next_run_at, now)}
         return _("Waiting for a worker to pick it up.")
+    if job.status == Status.NEEDS_USER and job.on_deadline and job.next_run_at:
+        return _("Waiting for a person's decision, answered by itself %(when)s.") % {
+            "when": in_words(job.next_run_at, timezone.now())
+        }
     if job.status == Status.NEEDS_USER:
         return _("Waiting for a person's decision.")
     if job.status == Status.PAUSED:
@@ -82,19 +102,12 @@ def _eta_unknown_reason(job: Job) -> str | None:
 def is_stale(job: Job, now: datetime) -> bool:
     """Running (or reverting) under a lease that has expired at ``now`` (the database's clock, as
     ``recover()`` judges it): its worker is probably gone."""
-    if job.status not in (Status.RUNNING, Status.REVERTING) or not job.locked_at:
+    if job.status not in HELD_STATUSES or not job.locked_at:
         return False
     return now - job.locked_at > timedelta(seconds=get_setting("LEASE_SECONDS"))
 
 
-def _can_revert(job: Job) -> bool:
-    try:
-        return get_kind(job.kind).has_revert and job.status in REVERTIBLE
-    except JobError:
-        return False
-
-
-def _facts(job: Job) -> dict[str, Any]:
+def _facts(job: Job, steps_done: int, steps_total: int) -> dict[str, Any]:
     """What a screen shows of the job's own row, in ``describe()``'s order up to its steps."""
     return {
         "id": job.pk,
@@ -102,7 +115,7 @@ def _facts(job: Job) -> dict[str, Any]:
         "label": job.label,
         "status": job.status,
         "phase": job.phase,
-        "progress": job.progress,
+        "progress": progress_of(job.status, job.progress, steps_done, steps_total),
         "attempt": job.attempt,
         "max_attempts": job.max_attempts,
         "next_run_at": _iso(job.next_run_at),
@@ -117,21 +130,36 @@ def _facts(job: Job) -> dict[str, Any]:
 
 def _outcome(job: Job) -> dict[str, Any]:
     """What a screen shows of the job's wait, question, error and allowed operations."""
+    can = partial(allows, phase=job.phase, status=job.status)
     return {
-        "wait_reason": job.wait_reason or None,
+        "wait_reason": job.wait_reason or resuming_reason(job) or held_back_reason(job),
         "user_message": job.user_message or None,
         "actions": redact(job.actions),
+        # A question that answers itself: when, and with which of its actions.
+        "deadline": _iso(job.next_run_at) if job.on_deadline and job.status == Status.NEEDS_USER else None,
+        "on_deadline": job.on_deadline or None,
+        "timeout": job.timeout,
         "error": job.error or None,
         "error_code": job.error_code or None,
         "cancel_requested": job.cancel_requested,
-        "can_cancel": job.status in CANCELLABLE_AT_ONCE or job.status == Status.RUNNING,
-        "can_retry": job.status in RETRYABLE,
-        "can_resume": job.status in RESUMABLE,
-        "can_pause": job.status in PAUSABLE,
-        "can_revert": _can_revert(job),
+        "pause_requested": job.pause_requested,
+        "can_cancel": can(Event.CANCEL) or can(Event.REQUEST_CANCEL),
+        "can_retry": can(Event.RETRY),
+        "can_resume": can(Event.RESUME),
+        "can_pause": can(Event.PAUSE) or can(Event.REQUEST_PAUSE),
+        "can_revert": can(Event.REVERT) and has_revert(job.kind),
         "terminal": job.status in TERMINAL,
         "stale": is_stale(job, getattr(job, "database_now", None) or database_now()),
+        "interrupted": job.interrupted,
     }
+
+
+def row_summaries(jobs: list[Job]) -> list[dict[str, Any]]:
+    """``describe()``'s keys of each job's own row, for a list of jobs: no steps, log, result or
+    children; the progress follows the steps, counted for all the jobs in one query. Each ``job``
+    as read (annotated with ``database_now``, its staleness costs no query)."""
+    counts = step_counts([job.pk for job in jobs])
+    return [{**_facts(job, *counts.get((job.pk, job.phase), (0, 0))), **_outcome(job)} for job in jobs]
 
 
 def describe(job: Job | int) -> dict[str, Any]:
@@ -152,8 +180,9 @@ def describe(job: Job | int) -> dict[str, Any]:
     keep = get_setting("LOG_LINES_KEPT")
     log = list(JobLog.objects.filter(job=job).order_by("-id")[:keep])[::-1]
     has_children = Job.objects.filter(parent=job).exists()
+    done = sum(1 for i in active if steps[i].state == StepState.DONE)
     return {
-        **_facts(job),
+        **_facts(job, done, len(active)),
         "current_step": dict(summaries[current]) if current is not None else None,
         "completed_steps": [dict(summaries[i]) for i in active if steps[i].state == StepState.DONE],
         "next_step": dict(summaries[following]) if following is not None else None,
@@ -199,8 +228,9 @@ def live_summary(job: Job) -> dict[str, Any]:
         dict(Job.objects.filter(parent_id=job.pk).values_list("status").annotate(n=Count("id")).order_by())
     )
     total = sum(counts.values())
+    steps_total = sum(number for number, _first, _last in states.values())
     return {
-        **_facts(job),
+        **_facts(job, completed, steps_total),
         "current_step": step_summary(current) if current else None,
         "completed_steps": [step_summary(step) for step in recent],
         "completed_count": completed,

@@ -9,25 +9,39 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..errors import JobError, LeaseLost
+from .. import telemetry
+from ..errors import EventTimeout, JobError, JobTimeout, LeaseLost
 from ..models import Job, JobStep
-from ..registry import JobKind, get_kind
+from ..ops import revert_done_children
+from ..redaction import describe_exception, package_logger, redact
+from ..registry import JobKind, RunFunction, get_kind
 from ..status import WAITING, Phase, Status, StepState
-from ..store import GIVE_ATTEMPT_BACK, Lease, database_trouble
+from ..store import Lease, database_trouble
+from ..transitions import Event, transition
+from . import retry
 from .context import (
     CancelInterrupt,
     Interrupt,
     JobContext,
     NeedsUserInterrupt,
+    PauseInterrupt,
     RetryLaterInterrupt,
     WaitForChildrenInterrupt,
     WaitInterrupt,
     step_result,
 )
-from .redact import describe_exception, package_logger, redact
-from .retry import backoff
+from .events import WaitForEventInterrupt, without_timeout
 
 logger = package_logger("django_durajobs")
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What ``execute`` did: the job's new status (None if the lease was lost), and the worker's
+    next job when recording the outcome claimed it too."""
+
+    status: str | None
+    next_lease: Lease | None = None
 
 
 @dataclass
@@ -37,14 +51,29 @@ class Outcome:
     steps: list[JobStep] = field(default_factory=list)
 
 
-def execute(lease: Lease, then_claim: Callable[[], bool] | None = None) -> str | None:
-    """Run the leased job to its next state; returns that status, or None if the lease was lost.
+def execute(lease: Lease, then_claim: Callable[[], bool] | None = None) -> Ran:
+    """Run the leased job to its next state.
 
     Losing the database is not the job's failure: the error propagates, and the job goes back
     to the queue once the database answers again (its worker releases it, or its lease expires).
-    ``then_claim`` is passed on to ``Lease.finish``: the worker's next job may come back as
-    ``lease.successor``.
+    ``then_claim`` is passed on to ``Lease.finish``: the worker's next job may come back in
+    ``Ran.next_lease``. ``engine.async_runner.execute_async`` is the same for an async job.
     """
+    kind, ctx = begin(lease)
+    try:
+        outcome = _perform(kind, ctx)
+    except LeaseLost as lost:
+        return abandoned(ctx, lost)
+    except JobError as exc:
+        outcome = refused(ctx, exc)
+    except BaseException:  # the database is gone: the job goes back to the queue, not this span
+        telemetry.end(ctx.span, "abandoned")
+        raise
+    return record(lease, ctx, outcome, then_claim)
+
+
+def begin(lease: Lease) -> tuple[JobKind, JobContext]:
+    """The kind of the leased job, and the context its run (or revert) is about to get."""
     job = lease.job
     reverting = job.status == Status.REVERTING
     logger.info(
@@ -52,17 +81,28 @@ def execute(lease: Lease, then_claim: Callable[[], bool] | None = None) -> str |
     )
     kind = get_kind(job.kind)
     ctx = JobContext(lease, kind, reverting=reverting)
-    try:
-        outcome = _perform(kind, ctx)
-    except LeaseLost as lost:
-        logger.warning("Job %s abandoned: %s", job.pk, lost)
-        return None
-    except JobError as exc:
-        error = describe_exception(exc)
-        outcome = Outcome(
-            {"status": Status.FAILED, "error": error, "error_code": exc.code, "ended_at": timezone.now()},
-            error,
-        )
+    ctx.span = telemetry.start_attempt(job, reverting)
+    return kind, ctx
+
+
+def abandoned(ctx: JobContext, lost: LeaseLost) -> Ran:
+    logger.warning("Job %s abandoned: %s", ctx.job.pk, lost)
+    telemetry.end(ctx.span, "abandoned")
+    return Ran(None)
+
+
+def refused(ctx: JobContext, exc: JobError) -> Outcome:
+    """A run the engine could not even decide an outcome for fails with the error's code."""
+    error = describe_exception(exc)
+    telemetry.raised(ctx.span, exc)
+    return _outcome(ctx, Event.FAIL, error, error=error, error_code=exc.code)
+
+
+def record(
+    lease: Lease, ctx: JobContext, outcome: Outcome, then_claim: Callable[[], bool] | None = None
+) -> Ran:
+    """Write the run's outcome, fenced by its lease (and, with ``then_claim``, claim the next job)."""
+    job = lease.job
     if outcome.fields["status"] not in WAITING:
         outcome.steps += _no_longer_waiting(ctx)
     # Done without a word: the log needs trimming only when this run wrote more than a line, and
@@ -70,45 +110,71 @@ def execute(lease: Lease, then_claim: Callable[[], bool] | None = None) -> str |
     said_nothing = outcome.fields["status"] == Status.DONE and not ctx.logged
     log_line = None if said_nothing and ctx.first_run else outcome.log_line
     try:
-        lease.finish(outcome.fields, outcome.steps, log_line, trim=not said_nothing, then_claim=then_claim)
+        next_lease = lease.finish(
+            outcome.fields, outcome.steps, log_line, trim=not said_nothing, then_claim=then_claim
+        )
     except LeaseLost as lost:
         logger.warning("Job %s abandoned before recording its outcome: %s", job.pk, lost)
-        return None
+        telemetry.end(ctx.span, "abandoned")
+        return Ran(None)
     status = outcome.fields["status"]
+    telemetry.end(ctx.span, _outcome_name(status))
     log = logger.error if status == Status.FAILED else logger.info
     log("Job %s (%s) %s: %s", job.pk, job.kind, status, outcome.log_line)
+    return Ran(status, next_lease)
+
+
+def _outcome_name(status: str) -> str:
+    """An attempt's ``durajobs.outcome``: its job's new status, with a try to come called ``retry``
+    and every wait ``waiting``."""
+    if status == Status.QUEUED:
+        return "retry"
+    if status in WAITING and status != Status.PAUSED:
+        return "waiting"
     return status
 
 
 def _perform(kind: JobKind, ctx: JobContext) -> Outcome:
+    try:
+        function = prepare(kind, ctx)
+        value = function(ctx.job, ctx)
+    except (Interrupt, Exception) as raised:
+        return settle_raised(kind, ctx, raised)
+    return settle_value(ctx, value)
+
+
+def prepare(kind: JobKind, ctx: JobContext) -> RunFunction:
+    """The function to call, once what stops a run before it starts has been looked at."""
     job = ctx.job
     function = kind.revert_fn if ctx.reverting else kind.run
-    try:
-        if function is None:
-            raise JobError("job_not_revertible", f"Kind {kind.name!r} has no revert.")
-        if job.cancel_requested and not ctx.reverting:  # as read by the claim
-            raise CancelInterrupt()
-        if ctx.reverting:
-            _revert_children_first(ctx)
-        value = function(job, ctx)
-        return _finished(ctx, value)
-    except Interrupt as interrupt:
-        return _interrupted(ctx, interrupt)
-    except Exception as exc:
-        if isinstance(exc, LeaseLost) or database_trouble(exc):
-            raise
-        return _failed(kind, ctx, exc)
+    if function is None:
+        raise JobError("job_not_revertible", f"Kind {kind.name!r} has no revert.")
+    if job.cancel_requested and not ctx.reverting:  # as read by the claim
+        raise CancelInterrupt()
+    if job.pause_requested and not ctx.reverting:  # seen before its worker was lost, or it failed
+        raise PauseInterrupt()
+    if ctx.reverting:
+        _revert_children_first(ctx)
+    return function
+
+
+def settle_raised(kind: JobKind, ctx: JobContext, raised: Interrupt | Exception) -> Outcome:
+    """The outcome of a run that raised: a wait or a stop, or a failed try; a lost lease or
+    database propagates."""
+    if isinstance(raised, Interrupt):
+        return _interrupted(ctx, raised)
+    if isinstance(raised, LeaseLost) or database_trouble(raised):
+        raise raised
+    return _failed(kind, ctx, raised)
 
 
 def _revert_children_first(ctx: JobContext) -> None:
     """A parent's revert undoes its done children first, each as a job of its own, then itself."""
-    from ..ops import revert_done_children  # ops runs jobs through this module
-
     if not Job.objects.filter(parent_id=ctx.job.pk).exists():
         return
     revert_done_children(ctx.job)
     ctx.wait_for_children()
-    failed = Job.objects.filter(parent_id=ctx.job.pk, status=Status.FAILED, phase=Phase.REVERT)
+    failed = Job.objects.failed().filter(parent_id=ctx.job.pk, phase=Phase.REVERT)
     failed_ids = ", ".join(str(pk) for pk in failed.values_list("pk", flat=True))
     if failed_ids:
         raise JobError(
@@ -117,29 +183,23 @@ def _revert_children_first(ctx: JobContext) -> None:
         )
 
 
-def _finished(ctx: JobContext, value: Any) -> Outcome:
-    now = timezone.now()
-    common = dict(
-        ended_at=now,
-        error="",
-        error_code="",
-        wait_reason="",
-        eta_at=None,
-        next_run_at=None,
-        cancel_requested=False,
-    )
+def _outcome(
+    ctx: JobContext, event: Event, log_line: str, steps: list[JobStep] | None = None, **given: Any
+) -> Outcome:
+    """The run's outcome as the transitions table has it for this job's phase."""
+    fields = transition(event, ctx.phase).values(timezone.now(), **given)
+    return Outcome(fields, log_line, steps or [])
+
+
+def settle_value(ctx: JobContext, value: Any) -> Outcome:
+    """The outcome of a run that returned ``value``."""
     if ctx.reverting:
-        return Outcome(dict(status=Status.REVERTED, **common), "Reverted.")
+        return _outcome(ctx, Event.DONE, "Reverted.")
     try:
         result = redact(step_result(value))
     except JobError as exc:
-        return Outcome(
-            dict(status=Status.FAILED, error=str(exc), error_code=exc.code, ended_at=now), str(exc)
-        )
-    return Outcome(
-        dict(status=Status.DONE, result=result, progress=100, resume_action="", resume_data=None, **common),
-        "Done.",
-    )
+        return _outcome(ctx, Event.FAIL, str(exc), error=str(exc), error_code=exc.code)
+    return _outcome(ctx, Event.DONE, "Done.", result=result)
 
 
 def _no_longer_waiting(ctx: JobContext) -> list[JobStep]:
@@ -170,46 +230,53 @@ def _mark_next_pending_step(ctx: JobContext, interrupt: Interrupt) -> list[JobSt
 
 def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
     detail = interrupt.detail
-    give_back = {} if ctx.reverting else {"attempt": GIVE_ATTEMPT_BACK}
-    for_children = isinstance(interrupt, WaitForChildrenInterrupt)
-    if for_children and ctx.reverting:
-        fields = dict(status=Status.REVERTING, next_run_at=None, wait_reason=detail, waits_for_children=True)
-        return Outcome(fields, f"Waiting: {detail}")
+    if isinstance(interrupt, WaitForEventInterrupt):
+        return _outcome(
+            ctx,
+            Event.WAIT_FOR_EVENT,
+            f"Waiting: {detail}",
+            _mark_next_pending_step(ctx, interrupt),
+            wait_reason=detail,
+            waits_for_event=interrupt.name,
+            eta_at=interrupt.resume_at,
+            next_run_at=interrupt.resume_at,
+        )
+    if isinstance(interrupt, WaitForChildrenInterrupt):
+        steps = [] if ctx.reverting else _mark_next_pending_step(ctx, interrupt)
+        return _outcome(ctx, Event.WAIT_FOR_CHILDREN, f"Waiting: {detail}", steps, wait_reason=detail)
     if isinstance(interrupt, WaitInterrupt):
-        fields = dict(
-            waits_for_children=for_children,
+        return _outcome(
+            ctx,
+            Event.WAIT,
+            f"Waiting: {detail}",
+            _mark_next_pending_step(ctx, interrupt),
             status=interrupt.status,
             wait_reason=detail,
             eta_at=interrupt.resume_at,
             next_run_at=interrupt.resume_at,
-            resume_action="",
-            resume_data=None,
-            **give_back,
         )
-        return Outcome(fields, f"Waiting: {detail}", _mark_next_pending_step(ctx, interrupt))
     if isinstance(interrupt, NeedsUserInterrupt):
-        fields = dict(
-            status=Status.NEEDS_USER,
+        return _outcome(
+            ctx,
+            Event.ASK,
+            f"Needs a decision: {detail}",
+            _mark_next_pending_step(ctx, interrupt),
             user_message=detail,
             actions=interrupt.actions,
-            next_run_at=None,
-            eta_at=None,
-            resume_action="",
-            resume_data=None,
-            **give_back,
+            next_run_at=interrupt.deadline,
+            on_deadline=interrupt.on_deadline,
         )
-        return Outcome(fields, f"Needs a decision: {detail}", _mark_next_pending_step(ctx, interrupt))
     if isinstance(interrupt, RetryLaterInterrupt):
-        status = Status.REVERTING if ctx.reverting else Status.QUEUED
-        run_at = timezone.now() + timedelta(seconds=interrupt.seconds)
-        fields = dict(status=status, next_run_at=run_at, wait_reason=detail, **give_back)
-        return Outcome(fields, f"Runs again in {interrupt.seconds:g} s{': ' + detail if detail else ''}.")
-    if isinstance(interrupt, CancelInterrupt):
-        fields = dict(
-            status=Status.CANCELLED, ended_at=timezone.now(), cancel_requested=False, next_run_at=None
+        return _outcome(
+            ctx,
+            Event.RETRY_LATER,
+            f"Runs again in {interrupt.seconds:g} s{': ' + detail if detail else ''}.",
+            next_run_at=timezone.now() + timedelta(seconds=interrupt.seconds),
+            wait_reason=detail,
         )
-        return Outcome(fields, "Cancelled.")
-    raise TypeError(f"Unknown interrupt {interrupt!r}")
+    if isinstance(interrupt, PauseInterrupt):
+        return _outcome(ctx, Event.PAUSED, "Paused; resumed, it goes on after its last finished step.")
+    return _outcome(ctx, Event.CANCELLED, "Cancelled.")
 
 
 def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
@@ -217,29 +284,56 @@ def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
     # A JobError is a failure the job reported on purpose: its message is enough.
     traceback = None if isinstance(exc, JobError) else exc
     error = describe_exception(exc)
+    telemetry.raised(ctx.span, exc)
     # The log's filter redacts the traceback (package_logger); the message is the stored error.
     logger.warning(
         "Job %s (%s) raised in try %s: %s", job.pk, job.kind, job.attempt, error, exc_info=traceback
     )
-    code = exc.code if isinstance(getattr(exc, "code", None), str) and exc.code else None
-    now = timezone.now()
-    if not ctx.reverting and kind.is_retryable(exc) and job.attempt < job.max_attempts:
-        delay = backoff(kind, job.attempt)
-        fields = dict(
-            status=Status.QUEUED, next_run_at=now + delay, error=error, error_code=code or "transient"
+    outcome = _decided(kind, job, ctx.phase, exc, error)
+    if isinstance(exc, EventTimeout):  # uncaught: a retry waits again
+        outcome.fields["timed_out_events"] = without_timeout(job.timed_out_events, exc)
+    return outcome
+
+
+def _decided(kind: JobKind, job: Job, phase: Phase, exc: Exception, error: str) -> Outcome:
+    """A failed try's outcome, as ``retry.decide`` has it: queued again after a backoff, or failed."""
+    reverting = phase == Phase.REVERT
+    decision = retry.decide(exc, kind, job.attempt, job.max_attempts, timezone.now(), reverting=reverting)
+    if isinstance(decision, retry.RetryAt):
+        fields = transition(Event.RETRY_AFTER_ERROR, phase).values(
+            timezone.now(), next_run_at=decision.at, error=error, error_code=decision.code
         )
+        delay = decision.delay.total_seconds()
         return Outcome(
-            fields,
-            f"Try {job.attempt} of {job.max_attempts} failed; "
-            f"retrying in {delay.total_seconds():g} s: {error}",
+            fields, f"Try {job.attempt} of {job.max_attempts} failed; retrying in {delay:g} s: {error}"
         )
-    fields = dict(
-        status=Status.FAILED,
-        error=error,
-        error_code=code or ("revert_failed" if ctx.reverting else "failed"),
-        ended_at=now,
-        next_run_at=None,
-        wait_reason="",
-        cancel_requested=False,
-    )
-    return Outcome(fields, f"{'Revert failed' if ctx.reverting else 'Failed'}: {error}")
+    what = "Revert failed" if reverting else "Failed"
+    fields = transition(Event.FAIL, phase).values(timezone.now(), error=error, error_code=decision.code)
+    return Outcome(fields, f"{what}: {error}")
+
+
+def abandon(lease: Lease) -> bool:
+    """Give up a job whose thread is still running past its deadline (``Lease.deadline``).
+
+    The try fails with ``error_code="timeout"`` (or is retried, as its kind's ``retryable``
+    says), its step in flight is marked failed, and the lease is given up in the same fenced
+    write, so whatever the late thread writes afterwards is refused. False when the job was no
+    longer this lease's (it finished meanwhile).
+    """
+    job = lease.job
+    step_id = lease.timed_step
+    where = f"step {step_id!r}" if step_id else "its run"
+    exc = JobTimeout(f"Job {job.pk} was still running {where} past its timeout; its worker gave it up.")
+    phase = Phase.REVERT if job.status == Status.REVERTING else Phase.RUN
+    outcome = _decided(get_kind(job.kind), job, phase, exc, str(exc))
+    steps = []
+    if step_id:
+        steps.append(
+            JobStep(job_id=job.pk, phase=phase, step_id=step_id, state=StepState.FAILED, detail=str(exc))
+        )
+    try:
+        lease.finish(outcome.fields, steps, outcome.log_line)
+    except LeaseLost:
+        return False
+    logger.error("Job %s (%s) abandoned: %s", job.pk, job.kind, outcome.log_line)
+    return True

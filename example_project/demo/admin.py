@@ -54,9 +54,13 @@ class OrderAdmin(admin.ModelAdmin):
     @admin.action(description="Mark paid (as the payment provider's callback would)")
     def mark_paid(self, request, queryset):
         for order in queryset:
-            _, resumed = record_payment(order.number, by=request.user)
-            woke = f"; resumed job {', '.join(str(job.pk) for job in resumed)}" if resumed else ""
-            self.message_user(request, f"Order {order.number} is paid{woke}.", messages.SUCCESS)
+            _, paid_now = record_payment(order.number, by=request.user)
+            if paid_now:
+                self.message_user(
+                    request, f"Order {order.number} is paid; its payment event is sent.", messages.SUCCESS
+                )
+            else:
+                self.message_user(request, f"Order {order.number} was paid before.", messages.WARNING)
 
 
 class InstalledModuleInline(admin.TabularInline):

@@ -7,8 +7,9 @@ A run is re-entered after every wait, retry, crash and resume, so each kind foll
   ``ctx.step``, which runs it once and replays its stored result afterwards;
 - writes to this database go in ``atomic=True`` steps: the writes and the checkpoint commit
   together, so they happen exactly once; such steps stay short, as they hold a transaction;
-- a step may wait (``ctx.wait_external``, ``ctx.needs_user``): it is marked waiting, and runs
-  again — checking once more — when the job is resumed or its wait times out.
+- a step may wait (``ctx.wait_external``, ``ctx.needs_user``, ``ctx.wait_for_event``): it is
+  marked waiting, and runs again — checking once more — when the job is resumed, its event is
+  sent or its wait times out.
 
 The functions doing the work live in ``sites``, ``shop``, ``backups``, ``servers`` and
 ``outside`` (the simulated other systems); the kinds below only put them in order.
@@ -16,16 +17,13 @@ The functions doing the work live in ``sites``, ``shop``, ``backups``, ``servers
 
 from datetime import timedelta
 
-from django_durajobs import Status, job
+from django_durajobs import job
 
 from . import backups, outside, servers, shop, sites
 from .models import Backup
 
 #: DNS changes propagate in seconds to hours; a deploy looks again this often, by itself.
 DNS_RECHECK = timedelta(seconds=5)
-#: The payment provider's callback resumes the job at once. The timed re-check is the safety net
-#: for a callback that was lost, or that arrived while the run was deciding to wait.
-PAYMENT_RECHECK = timedelta(minutes=10)
 
 
 # Deploy a site ---------------------------------------------------------------------------------
@@ -109,18 +107,13 @@ def start_order_processing(number, **enqueue_options):
 
 
 def wait_for_payment(ctx, number):
-    """The order's payment; until it arrives, the job waits as ``awaiting_payment``.
+    """The order's payment, as the event ``payment:<number>`` carries it; until it is sent, the
+    job waits (``awaiting_external``, "Waiting for event payment:<number>").
 
-    ``payments.record_payment`` — the provider's callback, or the admin's "Mark paid" — resumes it.
+    ``payments.record_payment`` — the provider's callback, or the admin's "Mark paid" — sends it.
+    A payment that came before the job got here is returned at once: an event is kept once sent.
     """
-    payment = shop.payment_of(number)
-    if payment is None:
-        ctx.wait_external(
-            f"Waiting for the payment of order {number}",
-            resume_at=PAYMENT_RECHECK,
-            status=Status.AWAITING_PAYMENT,
-        )
-    return payment
+    return ctx.wait_for_event(shop.payment_event(number))
 
 
 REFUND_ACTIONS = [
@@ -171,10 +164,17 @@ def ask_for_approval(ctx, number):
 # Back up and restore the shop database ---------------------------------------------------------
 
 
+def database_key(subject):
+    """Backups and restores of one database share this concurrency key (and the default limit of
+    one): a restore never starts while a backup of that database runs, nor the other way round."""
+    return f"database:{subject.get('database', 'shop')}"
+
+
 @job(
     "backup_database",
     title="Back up the shop database",
     steps=[("dump", "Dump the tables to JSON"), ("compress", "Compress"), ("record", "Record the backup")],
+    concurrency_key=database_key,
 )
 def backup_database(job, ctx):
     dumped = ctx.step("dump", lambda: backups.dump(f"backups/backup-job{job.pk}.json"))
@@ -199,6 +199,7 @@ RESTORE_ACTIONS = [
         ("verify", "Verify the backup"),
         ("restore", "Restore"),
     ],
+    concurrency_key=database_key,
 )
 def restore_database(job, ctx):
     backup_id = job.subject["backup_id"]
@@ -283,7 +284,8 @@ def update_module_on_server(job, ctx):
     title="Fetch exchange rates from a flaky partner API",
     steps=[("fetch", "Call the partner API"), ("store", "Store the rates")],
     # outside.PartnerApiUnavailable says it is retryable; each failed try waits twice as long as
-    # the one before: 5 s, 10 s, 20 s, 40 s.
+    # the one before: 5 s, 10 s, 20 s, 40 s. The demo's partner API fails four times: the fifth
+    # try, over a minute after the first, succeeds.
     max_attempts=5,
     backoff_base=5,
 )

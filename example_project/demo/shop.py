@@ -29,6 +29,11 @@ def reserve_stock(number: str) -> dict:
     return {"sku": product.sku, "quantity": order.quantity, "stock_left": product.stock}
 
 
+def payment_event(number: str) -> str:
+    """The name of the event an order's payment sends, and its ``process_order`` job waits for."""
+    return f"payment:{number}"
+
+
 def payment_of(number: str) -> dict | None:
     """The order's payment, or None while it is unpaid."""
     order = Order.objects.get(number=number)

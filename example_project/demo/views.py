@@ -14,7 +14,7 @@ from .payments import record_payment
 @csrf_exempt  # called by another system, not from a form: it proves itself with the signature header
 @require_POST
 def payment_callback(request, number):
-    """Mark the order paid and resume its job waiting for the payment.
+    """Mark the order paid and send its payment event, which wakes its job waiting for it.
 
     Real providers sign the request body with an HMAC; the demo checks a shared secret,
     ``X-Demo-Signature: <DEMO_PAYMENT_SECRET>``, compared in constant time all the same.
@@ -24,11 +24,7 @@ def payment_callback(request, number):
         return JsonResponse({"error": "The X-Demo-Signature header is missing or wrong."}, status=403)
     if not Order.objects.filter(number=number).exists():
         return JsonResponse({"error": f"There is no order {number}."}, status=404)
-    order, resumed = record_payment(number, by="payment provider")
+    order, first_delivery = record_payment(number, by="payment provider")
     return JsonResponse(
-        {
-            "order": order.number,
-            "paid_at": order.paid_at.isoformat(),
-            "resumed_jobs": [{"id": job.pk, "status": job.status} for job in resumed],
-        }
+        {"order": order.number, "paid_at": order.paid_at.isoformat(), "first_delivery": first_delivery}
     )

@@ -1,4 +1,4 @@
-"""Job kinds for the browser test of the admin (tests/test_browser.py), and its screenshots.
+"""Job kinds for the browser test of the admin (tests/e2e/test_browser.py), and its screenshots.
 
 They look like the work an operator's admin really lists — deploys, backups, an order that waits
 for its payment, a module updated on several servers — but do nothing outside the database. The

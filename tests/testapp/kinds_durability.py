@@ -1,14 +1,12 @@
-"""Job kinds for the durability tests (tests/test_durability.py).
+"""Job kinds for the durability tests (tests/integration/test_durability.py and
+tests/e2e/test_killed_workers.py).
 
 Every step writes a ``SideEffect`` row named ``"<job id>:<step>"``, so a test counts how often a
 step really ran, across processes. A step can also be made to hold still until the test has
 killed its worker:
 
-- ``subject["block_at"]`` names the step that, after its effect, creates a *started* marker
-  file and then waits for the job's *go* file (both under ``subject["dir"]``). The marker is a
-  file, not a row: inside an ``atomic=True`` step a row would be rolled back with the step, and
-  on SQLite it would wait behind the step's own open write transaction. The wait is bounded, so
-  a worker nobody kills gives up instead of hanging.
+- ``subject["block_at"]`` names the step that, after its effect, holds at the gate of that
+  name (``tests/testapp/gates.py``, under ``subject["dir"]``).
 - ``STEP_HOOKS[(job id, step)]`` is called (in-process tests only) after the step's effect: it
   can take the job over from under its worker, or raise ``WorkerCrash`` to stop the worker the
   way a dying process does — with no outcome recorded.
@@ -16,12 +14,11 @@ killed its worker:
 
 from __future__ import annotations
 
-import os
-import time
+from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 
 from django_durajobs import job
+from tests.testapp.gates import hold_until_go
 from tests.testapp.models import SideEffect
 
 FIVE_STEPS = ("first", "second", "middle", "fourth", "last")
@@ -29,7 +26,6 @@ ATOMIC_STEPS = ("prepare", "write", "publish")
 THREE_STEPS = ("one", "two", "three")
 UNDO_STEPS = ("undo_three", "undo_two", "undo_one")
 
-BLOCK_DEADLINE_SECONDS = 30
 
 STEP_HOOKS: dict[tuple[int, str], Callable[[], None]] = {}
 
@@ -46,37 +42,13 @@ def effect_name(job_id: int, step: str) -> str:
     return f"{job_id}:{step}"
 
 
-def started_markers(directory: Path | str, job_id: int, step: str) -> list[Path]:
-    """One empty file per run of ``step`` that reached its hold (named after the worker's pid).
-
-    Creating a file is one atomic act: a worker killed right after it leaves a whole marker.
-    """
-    return sorted(Path(directory).glob(f"{job_id}-{step}.started.*"))
-
-
-def go_file(directory: Path | str, job_id: int) -> Path:
-    """When it exists, a blocking step carries on at once."""
-    return Path(directory) / f"{job_id}.go"
-
-
-def _hold_until_go(job, step: str) -> None:
-    directory = job.subject["dir"]
-    (Path(directory) / f"{job.pk}-{step}.started.{os.getpid()}").touch(exist_ok=False)
-    go = go_file(directory, job.pk)
-    deadline = time.monotonic() + BLOCK_DEADLINE_SECONDS
-    while not go.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{go} did not appear within {BLOCK_DEADLINE_SECONDS} s")
-        time.sleep(0.02)
-
-
 def _effect(job, step: str) -> dict:
     SideEffect.objects.create(name=effect_name(job.pk, step))
     hook = STEP_HOOKS.get((job.pk, step))
     if hook is not None:
         hook()
     if step == job.subject.get("block_at"):
-        _hold_until_go(job, step)
+        hold_until_go(job, step)
     return {"step": step, "job": job.pk}
 
 
@@ -102,3 +74,10 @@ def durability_three_steps(job, ctx):
 def undo_durability_three_steps(job, ctx):
     for step in UNDO_STEPS:
         ctx.step(step, lambda step=step: _effect(job, step))
+
+
+def effect_counts(job_id: int, steps) -> dict[str, int]:
+    """How often each of ``steps`` really ran, across processes."""
+    names = SideEffect.objects.filter(name__startswith=f"{job_id}:").values_list("name", flat=True)
+    counts = Counter(names)
+    return {step: counts[effect_name(job_id, step)] for step in steps}

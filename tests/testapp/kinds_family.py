@@ -1,4 +1,5 @@
-"""Job kinds for the parent/children tests (tests/test_family.py).
+"""Job kinds for the parent/children tests (tests/integration/test_family.py and
+tests/e2e/test_family_workers.py).
 
 Every run records what it did as ``SideEffect`` rows named ``family:<job id>:<what>``, so a test
 counts across processes how often a job ran, what a parent saw, and in which order reverts ran.
@@ -22,22 +23,16 @@ counts across processes how often a job ran, what a parent saw, and in which ord
   its N-th child; ``hold_before_wait`` holds between the fan-out step and the wait. Its revert
   has one step, ``undo``, that writes ``family:<id>:undone``.
 
-A hold creates a *started* marker file ``<job id>-<where>.started.<pid>`` (a file, not a row: a
-row inside the atomic fan-out step would be rolled back with it), then waits for the job's go
-file ``<job id>.go``; it gives up after ``HOLD_DEADLINE_SECONDS``.
+A hold is the gate ``work``, ``fan_out`` or ``before_wait`` of ``tests/testapp/gates.py``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import time
-from pathlib import Path
 
-from django_durajobs import Job, JobError, Status, job
+from django_durajobs import Job, JobError, JobLog, Status, enqueue, job
+from tests.testapp.gates import hold_until_go
 from tests.testapp.models import SideEffect
-
-HOLD_DEADLINE_SECONDS = 30
 
 
 def effect(job_id: int, what: str) -> str:
@@ -63,25 +58,6 @@ def got_records(job_id: int) -> list[tuple[str, dict]]:
     return seen
 
 
-def go_file(directory: Path | str, job_id: int) -> Path:
-    return Path(directory) / f"{job_id}.go"
-
-
-def started_markers(directory: Path | str, job_id: int, where: str) -> list[Path]:
-    return sorted(Path(directory).glob(f"{job_id}-{where}.started.*"))
-
-
-def _hold(job_obj, where: str) -> None:
-    directory = Path(job_obj.subject["dir"])
-    (directory / f"{job_obj.pk}-{where}.started.{os.getpid()}").touch()
-    go = go_file(directory, job_obj.pk)
-    deadline = time.monotonic() + HOLD_DEADLINE_SECONDS
-    while not go.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{go} did not appear within {HOLD_DEADLINE_SECONDS} s")
-        time.sleep(0.02)
-
-
 # The child ---------------------------------------------------------------------------------------
 
 
@@ -97,7 +73,7 @@ def family_leaf(job, ctx):
 
     def work():
         if subject.get("hold"):
-            _hold(job, "work")
+            hold_until_go(job, "work")
         return job.label
 
     worked = ctx.step("work", work)
@@ -129,7 +105,7 @@ def _fan_out(job_obj, ctx) -> dict:
         kind = subject.get("child_kind", "family_leaf")
         ctx.enqueue_child(kind, f"t{number}", subject=child_subject, label=f"target {number}")
         if number + 1 == subject.get("hold_in_fan_out_after"):
-            _hold(job_obj, "fan_out")
+            hold_until_go(job_obj, "fan_out")
     return {"created": len(subject["children"])}
 
 
@@ -153,7 +129,7 @@ def family_fan_out(job, ctx):
     record(job, "run")
     ctx.step("fan_out", lambda: _fan_out(job, ctx), atomic=subject.get("atomic", True))
     if subject.get("hold_before_wait"):
-        _hold(job, "before_wait")
+        hold_until_go(job, "before_wait")
     summary = _received(job, ctx)
     if summary["overall"] == "partial" and on_partial == "retry":
         ctx.step("retry_failed", lambda: _retry_failed(job), atomic=True)
@@ -173,3 +149,15 @@ def family_fan_out(job, ctx):
 def undo_family_fan_out(job, ctx):
     record(job, "revert")
     ctx.step("undo", lambda: record(job, "undone"))
+
+
+def fan_out(children, priority=None, **subject):
+    """Enqueue a ``family_fan_out`` parent whose children have the subjects ``children``."""
+    parent, _ = enqueue("family_fan_out", subject={"children": children, **subject}, priority=priority)
+    return parent
+
+
+def settled_lines(parent):
+    """The parent's log lines that say its children all settled (one per wake-up)."""
+    lines = JobLog.objects.filter(job_id=parent.pk).order_by("id").values_list("line", flat=True)
+    return [line for line in lines if "child jobs have settled" in line]

@@ -1,4 +1,4 @@
-"""Job kinds for the fleet tests (tests/test_fleet.py): many ``runjobs`` processes at once.
+"""Job kinds for the fleet tests (tests/e2e/test_fleet.py): many ``runjobs`` processes at once.
 
 - ``fleet_ledger``: a cheap step, then an ``atomic=True`` step that writes the job's one
   ``Ledger`` row (unique per job): a second run of the job would fail on the constraint, a
@@ -76,3 +76,9 @@ def fleet_record(job, ctx):
 @job("fleet_urgent", title="Fleet: urgent by default", queue=URGENT_QUEUE, priority=URGENT_PRIORITY)
 def fleet_urgent(job, ctx):
     return ctx.step("record", lambda: _record(job))
+
+
+def ran_labels() -> list[str]:
+    """Labels of the ``fleet_record``/``fleet_urgent`` jobs in the order they ran."""
+    names = SideEffect.objects.filter(name__startswith="ran:").order_by("id").values_list("name", flat=True)
+    return [name.removeprefix("ran:") for name in names]

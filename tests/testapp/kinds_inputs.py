@@ -1,5 +1,5 @@
-"""Job kinds for the input, redaction and idempotency tests (tests/test_inputs.py,
-tests/test_redaction.py, tests/test_idempotency.py).
+"""Job kinds for the input, redaction and idempotency tests (tests/integration/test_inputs.py,
+tests/integration/test_redaction_stored.py, tests/integration/test_idempotency.py).
 
 The misbehaving kinds pick what to do from their subject, so one kind covers a family of cases:
 ``subject["value"]`` names one of ``BAD_VALUES``, ``subject["misuse"]`` one of ``MISUSES``.

@@ -1,5 +1,6 @@
-"""Kinds for tests/test_limits.py: runs that send more than the limits allow, a run that logs a
-lot, and a step that outlives its lease under ``drain()``."""
+"""Kinds for tests/integration/test_limits.py and tests/e2e/test_lifecycle.py: runs that send more
+than the limits allow, a run that logs a lot, and a step that outlives its lease under ``drain()``.
+"""
 
 from __future__ import annotations
 

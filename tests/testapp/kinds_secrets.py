@@ -1,4 +1,4 @@
-"""Job kinds for tests/test_secret_corpus.py and tests/test_redaction_limits.py.
+"""Job kinds for tests/e2e/test_secret_corpus.py and tests/e2e/test_redaction_worker.py.
 
 ``secrets_everywhere`` puts the text of its subject into every place a job can put text: log
 lines, a step result, and then, by ``subject["ending"]``, an exception raised inside a step (with

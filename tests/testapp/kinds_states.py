@@ -1,4 +1,5 @@
-"""Job kinds for the state-machine and describe() tests (tests/test_states.py, tests/test_describe.py).
+"""Job kinds for the state-machine and describe() tests (tests/integration/test_states.py and
+tests/integration/test_describe.py).
 
 Every run records what it did as ``SideEffect`` rows named ``states:<job id>:<what>``, so a test
 can count how often a step (or a whole run) really happened and what the run observed.
@@ -293,3 +294,15 @@ def states_cancel_then_wait(job, ctx):
         raise ValueError("disk full")
     ctx.step("second", _recorded_step(job, "second"))
     return "finished"
+
+
+@job("states_revert_waits", title="States: a revert that tries to wait or ask")
+def states_revert_waits(job, ctx):
+    return "done"
+
+
+@states_revert_waits.revert
+def undo_states_revert_waits(job, ctx):
+    if job.subject.get("asks"):
+        ctx.needs_user("Undo the DNS change too?", actions=[{"id": "yes", "label": "Yes"}])
+    ctx.wait_external("the registrar's confirmation")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -77,6 +78,7 @@ class Command(BaseCommand):
         logger = logging.getLogger("django_durajobs")
         logger.setLevel(VERBOSITY_LEVELS.get(verbosity, logging.DEBUG))
         if not logger.handlers and not logging.getLogger().handlers:
-            handler = logging.StreamHandler(self.stderr._out)
+            # The stream that OutputWrapper wraps: the stubs see its attributes only as methods.
+            handler = logging.StreamHandler(cast(TextIO, self.stderr._out))
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(message)s"))
             logger.addHandler(handler)

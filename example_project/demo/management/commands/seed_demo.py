@@ -46,7 +46,7 @@ class Command(BaseCommand):
             self.create_site()
             self.create_shop()
             self.create_servers()
-            PartnerApi.objects.get_or_create(name="exchange-rates", defaults={"failures_before_success": 2})
+            PartnerApi.objects.get_or_create(name="exchange-rates", defaults={"failures_before_success": 4})
         seed_backup = self.create_backup()
         for job, created in self.start_jobs(seed_backup):
             verb = "Started" if created else "Already started"

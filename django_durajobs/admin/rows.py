@@ -1,0 +1,35 @@
+"""What the job list shows of each job beyond its row, for a page of jobs at once."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.models import Count
+
+from .. import store
+from ..engine.progress import progress_of
+from ..models import Job
+
+
+def prepare_rows(jobs: Sequence[Any]) -> None:
+    """What the list's columns show beyond each job's row, for a page of jobs in a few grouped
+    queries: why a limit holds a job back, its progress by its steps, its family's counts (set on
+    each ``Job`` as ``held_back_reason``, ``shown_progress`` and ``family``)."""
+    reasons = store.held_back_reasons(jobs)
+    ids = [job.pk for job in jobs]
+    steps = store.step_counts(ids)
+    families: dict[int, Counter[str]] = defaultdict(Counter)
+    for parent_id, status, number in (
+        Job.objects.filter(parent_id__in=ids)
+        .values_list("parent_id", "status")
+        .annotate(Count("id"))
+        .order_by()
+    ):
+        families[parent_id][status] = number
+    for job in jobs:
+        job.held_back_reason = reasons.get(job.pk)
+        done, total = steps.get((job.pk, job.phase), (0, 0))
+        job.shown_progress = progress_of(job.status, job.progress, done, total)
+        job.family = families.get(job.pk)

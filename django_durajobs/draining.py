@@ -1,0 +1,102 @@
+"""``drain()``: running due jobs in the calling thread, for tests and scripts (no worker)."""
+
+from __future__ import annotations
+
+import threading
+
+from django.db import connection
+
+from . import store
+from .conf import get_setting
+from .engine.async_runner import execute_here, runs_async
+from .engine.runner import execute
+from .errors import JobError
+from .ops import wake_due_waits
+from .redaction import package_logger
+from .registry import get_kind, has_kind_finders, known_kinds
+
+logger = package_logger("django_durajobs.worker")
+
+#: Kinds of due jobs that a finder refused in this process: not looked up again.
+_refused_kinds: set[str] = set()
+
+
+def drain(max_jobs: int = 100) -> int:
+    """Run due jobs in this thread until none is due (or ``max_jobs`` ran); returns how many ran.
+
+    Due means: queued jobs whose ``next_run_at`` has passed, timed waits whose ``resume_at``
+    has passed (woken first, as a worker would), and pending reverts. An async job runs on an
+    event loop of its own, its database work in this thread. For tests and scripts;
+    production runs ``manage.py runjobs``. Each job's lease is kept alive while it runs, as a
+    worker's heartbeat does, so a long step is never taken over by another worker.
+    """
+    worker_id = store.new_worker_id("drain")
+    ran = 0
+    while ran < max_jobs:
+        lease = store.claim(worker_id)
+        if lease is None:
+            if (
+                wake_due_waits()
+                or store.wake_forgotten_parents()
+                or store.wake_forgotten_event_waiters()
+                or learn_due_kinds()
+            ):
+                continue
+            break
+        with LeaseKeeper(lease):
+            (execute_here if runs_async(lease) else execute)(lease)
+        ran += 1
+    return ran
+
+
+def learn_due_kinds() -> int:
+    """Register the kinds of due jobs that no ``@job`` declared but a finder knows (a Django Tasks
+    task, by its dotted path), so that claims take them; returns how many were found."""
+    if not has_kind_finders():
+        return 0
+    found = 0
+    for name in store.due_kinds_not_in(known_kinds() + sorted(_refused_kinds)):
+        try:
+            get_kind(name)
+        except JobError as exc:
+            _refused_kinds.add(name)
+            logger.warning("Jobs of kind %r stay queued: %s (%s)", name, exc.message, exc.code)
+            continue
+        found += 1
+    return found
+
+
+class LeaseKeeper:
+    """Renews one lease from a thread of its own while the calling thread runs the job.
+
+    The thread connects to the database only once a heartbeat is due, so the short jobs of a
+    test or a script cost no connection. Inside a transaction there is nothing to keep: no
+    other worker can see the claim before it commits.
+    """
+
+    def __init__(self, lease: store.Lease) -> None:
+        self.lease = lease
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> LeaseKeeper:
+        if not connection.in_atomic_block:
+            self._thread = threading.Thread(target=self._keep, name="durajobs-lease-keeper", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _keep(self) -> None:
+        try:
+            while not self._done.wait(get_setting("HEARTBEAT_SECONDS")):
+                if store.heartbeat([self.lease]) and not self.lease.finishing:
+                    logger.warning("Job %s: lease lost to another worker", self.lease.job.pk)
+                    return
+        except Exception:
+            logger.exception("Job %s: renewing its lease failed", self.lease.job.pk)
+        finally:
+            connection.close()

@@ -1,0 +1,62 @@
+"""What a run says about waiting: the moment it waits until, and the actions a question offers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from ..conf import get_setting
+from ..errors import JobError
+from ..models import ACTION_ID_MAX_LENGTH
+from ..values import check_message, short_repr, to_json
+
+
+def moment(value: datetime | timedelta | None, name: str) -> datetime | None:
+    """``value`` as an aware datetime (a timedelta counts from now); ``JobError`` naming ``name``."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        try:
+            return timezone.now() + value
+        except OverflowError:
+            raise JobError("invalid_input", f"{name} is past the last date a database stores.") from None
+    if isinstance(value, datetime) and timezone.is_aware(value):
+        return value
+    raise JobError(
+        "invalid_input", f"{name} must be a timezone-aware datetime or a timedelta, not {short_repr(value)}."
+    )
+
+
+def offered_actions(actions: Any) -> list[dict[str, Any]] | None:
+    """The offered actions as ``[{"id", "label", …}]``: at most ``MAX_ACTIONS``, each id unique and
+    short enough to be chosen, each text a message's length at most."""
+    if actions is None:
+        return None
+    actions = list(actions)
+    limit = get_setting("MAX_ACTIONS")
+    if len(actions) > limit:
+        raise JobError(
+            "invalid_input",
+            f"{len(actions):,} actions are offered; the limit is {limit} (DURAJOBS['MAX_ACTIONS']).",
+        )
+    normalised: list[dict[str, Any]] = []
+    for action in actions:
+        entry = {"id": action, "label": action} if isinstance(action, str) else dict(action)
+        action_id = entry.get("id")
+        if not isinstance(action_id, str) or not action_id or len(action_id) > ACTION_ID_MAX_LENGTH:
+            raise JobError(
+                "invalid_input",
+                f"Each offered action needs an id of 1 to {ACTION_ID_MAX_LENGTH} characters, "
+                f"not {short_repr(action)}.",
+            )
+        if any(known["id"] == action_id for known in normalised):
+            raise JobError("invalid_input", f"The action {action_id!r} is offered twice.")
+        entry.setdefault("label", action_id)
+        for key, text in entry.items():
+            if isinstance(text, str):
+                check_message(text, f"The action {action_id!r}'s {key}")
+        normalised.append(entry)
+    stored: list[dict[str, Any]] = to_json(normalised, what="The offered actions")
+    return stored

@@ -1,0 +1,107 @@
+"""The one writer of job rows, a module per concern.
+
+Idempotent enqueue, the schedules' ticks, named events, claiming, the lease a worker holds on a claimed job
+(every write it makes is fenced by the lease token), status changes, parents and children,
+recovery and pruning; the queries behind the operator's job list and statistics.
+Vendor differences stay here. It sits below the engine: nothing here imports ``engine``.
+"""
+
+from .changes import (
+    NOTIFY_CHANNEL,
+    change_status,
+    change_status_many,
+    unmark_waiting_steps,
+    update_shown_fields,
+)
+from .claiming import due_kinds_not_in
+from .database import DatabaseNow, database_now, database_trouble, new_token
+from .enqueuing import enqueue, enqueue_many
+from .events import (
+    event_wait_reason,
+    send_event,
+    sent_event,
+    waiters,
+    wake_forgotten_event_waiters,
+)
+from .family import children_wait_reason, open_children, wake_forgotten_parents
+from .lease import Lease, StepRowMissing, claim, heartbeat
+from .limiting import held_back_reason, held_back_reasons
+from .listing import find_jobs, step_counts, subject_keys
+from .log import append_log, trim_log
+from .overview import job_stats
+from .pruning import PruneResult, delete_jobs, prune, prune_events
+from .recovery import recover, recover_predecessors, release
+from .scheduling import (
+    declared_schedules,
+    delete_schedules,
+    row_spec,
+    save_schedule,
+    set_schedules_enabled,
+    sync_schedules,
+    tick_schedules,
+)
+from .workers import (
+    SeenWorker,
+    new_worker_id,
+    register_worker,
+    worker_alive,
+    worker_prefix,
+    worker_stopped,
+    workers_seen,
+)
+
+__all__ = [
+    "NOTIFY_CHANNEL",
+    "DatabaseNow",
+    "Lease",
+    "PruneResult",
+    "SeenWorker",
+    "StepRowMissing",
+    "append_log",
+    "change_status",
+    "change_status_many",
+    "children_wait_reason",
+    "claim",
+    "database_now",
+    "database_trouble",
+    "declared_schedules",
+    "delete_jobs",
+    "delete_schedules",
+    "due_kinds_not_in",
+    "enqueue",
+    "enqueue_many",
+    "event_wait_reason",
+    "find_jobs",
+    "heartbeat",
+    "job_stats",
+    "held_back_reason",
+    "held_back_reasons",
+    "new_token",
+    "new_worker_id",
+    "open_children",
+    "prune",
+    "prune_events",
+    "recover",
+    "recover_predecessors",
+    "register_worker",
+    "release",
+    "row_spec",
+    "save_schedule",
+    "send_event",
+    "sent_event",
+    "set_schedules_enabled",
+    "step_counts",
+    "subject_keys",
+    "sync_schedules",
+    "tick_schedules",
+    "trim_log",
+    "unmark_waiting_steps",
+    "update_shown_fields",
+    "wake_forgotten_event_waiters",
+    "wake_forgotten_parents",
+    "worker_alive",
+    "waiters",
+    "worker_prefix",
+    "worker_stopped",
+    "workers_seen",
+]

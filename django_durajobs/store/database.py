@@ -1,0 +1,125 @@
+"""The database itself: its clock, commits that need not wait for the disk, lease tokens, and
+telling a lost connection from a job's own error."""
+
+from __future__ import annotations
+
+import os
+import random
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import InterfaceError, OperationalError, connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import DateTimeField, Func
+from django.db.models.sql.compiler import SQLCompiler
+from django.utils import timezone
+
+from ..models import Job
+from . import sql
+
+
+class DatabaseNow(Func):
+    """The database server's clock in UTC: leases are judged by one clock, whatever the workers' say."""
+
+    template = "CURRENT_TIMESTAMP"
+    output_field = DateTimeField()
+
+    def as_postgresql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        return "STATEMENT_TIMESTAMP()", []
+
+    def as_mysql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        return "UTC_TIMESTAMP(6)", []
+
+    # Parameters in a list, as Django 5.2's own expressions give them (the stubs say a tuple, as 6's).
+    def as_sqlite(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')", []
+
+
+def database_now_sql(db: BaseDatabaseWrapper) -> str:
+    """``DatabaseNow()`` as SQL text for this database."""
+
+    def compiled() -> str:
+        compiler = Job.objects.none().query.get_compiler(connection=db)
+        text: str = compiler.compile(DatabaseNow())[0]
+        return text
+
+    return sql.kept(db, ("now",), compiled)
+
+
+def database_now() -> datetime:
+    """The database server's current time, as an aware datetime."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {database_now_sql(connection)}", [])
+        raw = cursor.fetchone()[0]
+    if isinstance(raw, str):
+        raw = datetime.fromisoformat(raw)
+    return raw if timezone.is_aware(raw) else timezone.make_aware(raw, UTC)
+
+
+#: PostgreSQL: a condition that makes the statement's commit not wait for the disk (see ``no_flush``).
+NO_FLUSH = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+
+
+def no_flush(db: BaseDatabaseWrapper) -> str:
+    """``NO_FLUSH`` where a statement that marks work as taken or under way may use it, else "".
+
+    On PostgreSQL, outside a transaction, a claim and a step marked running commit without
+    waiting for the write-ahead log to reach the disk. Only a crash of the database server can
+    lose such a commit (the last few hundred milliseconds of them, ``wal_writer_delay`` × 3),
+    and losing it puts the job back as it was before: queued, or its step pending. Its worker's
+    next write, fenced by the lease token, is then refused, and the job runs again after its last
+    finished step, as after a lost worker. Every checkpoint and outcome still waits for the
+    disk, and so makes everything committed before it durable too. Inside a transaction the
+    setting would cover the caller's own writes: there the statement waits as usual.
+    """
+    if db.vendor == "postgresql" and not db.in_atomic_block:
+        return NO_FLUSH
+    return ""
+
+
+#: Lease tokens need to be unique, not secret (whoever can read them can write the rows they
+#: fence): each process draws them from a generator of its own, seeded by the OS, again in a
+#: forked child. A token from ``secrets`` costs a system call, and a worker takes one per job.
+_tokens = random.Random()
+os.register_at_fork(after_in_child=_tokens.seed)
+
+
+def new_token() -> str:
+    return f"{_tokens.getrandbits(128):032x}"
+
+
+# MySQL client errors that mean the connection is gone: can't connect (2002, 2003), server has
+# gone away (2006), lost during query (2013), lost reading (2055), shutdown (1053), killed
+# (1927), disconnected for inactivity (4031).
+MYSQL_CONNECTION_LOST = frozenset({1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031})
+
+
+def database_trouble(exc: BaseException) -> bool:
+    """True when ``exc`` means the database connection is gone, not that the job went wrong.
+
+    Judged by the driver's error: after a session dies inside ``transaction.atomic()``, Django
+    has already opened a fresh connection, so asking the connection would say all is well.
+    """
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    cause = exc.__cause__
+    if connection.vendor == "postgresql":
+        sqlstate = getattr(cause, "sqlstate", None)
+        # No SQLSTATE: the client lost the server. 08: connection exceptions. 57P: the server
+        # shut down or terminated the session (57014, a cancelled statement, is the job's own).
+        return sqlstate is None or sqlstate.startswith(("08", "57P"))
+    if connection.vendor == "mysql":
+        code = cause.args[0] if cause is not None and cause.args else None
+        return code in MYSQL_CONNECTION_LOST
+    try:
+        return connection.connection is None or not connection.is_usable()
+    except Exception:
+        return True

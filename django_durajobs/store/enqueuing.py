@@ -1,0 +1,306 @@
+"""Enqueue: every input checked before anything is written, idempotency keys honoured under races."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError
+from django.db.models import Model
+from django.utils import timezone
+
+from ..conf import get_setting
+from ..errors import JobError
+from ..models import Job
+from ..registry import PRIORITY_RANGE, JobKind, get_kind, max_attempts_problem
+from ..status import WAITING, Status
+from ..values import check_text, short_repr, to_job_id, to_json, to_timeout
+from .changes import changed_to
+from .inserting import insert_rows
+
+INITIAL_STATUSES = frozenset({Status.QUEUED}) | WAITING
+
+
+def _refuse(message: str) -> JobError:
+    return JobError("invalid_input", message)
+
+
+def _optional_text(value: Any, name: str, max_length: int = 255) -> str:
+    if value is None:
+        return ""
+    text = str(value)
+    if len(text) > max_length:
+        raise _refuse(f"{name} is {len(text)} characters long; the limit is {max_length}.")
+    return check_text(text, name)
+
+
+def _run_at(run_at: datetime | timedelta | None, now: datetime) -> datetime:
+    if run_at is None:
+        return now
+    if isinstance(run_at, timedelta):
+        if run_at < timedelta(0):
+            raise _refuse(f"run_at cannot be a negative delay ({run_at}).")
+        try:
+            return now + run_at
+        except OverflowError:
+            raise _refuse(f"run_at is a delay past the last date a database stores ({run_at}).") from None
+    if not isinstance(run_at, datetime):
+        raise _refuse(f"run_at must be a datetime or a timedelta, not {type(run_at).__name__}.")
+    if timezone.is_naive(run_at):
+        raise _refuse("run_at must be timezone-aware.")
+    return run_at
+
+
+def _resolve_parent(parent: Job | int | None) -> int | None:
+    if parent is None:
+        return None
+    parent_id = to_job_id(parent, "The parent")
+    if not Job.objects.filter(pk=parent_id).exists():
+        raise JobError("job_not_found", f"Parent job {parent_id} does not exist.")
+    return parent_id
+
+
+def enqueue(
+    kind: str | JobKind,
+    *,
+    subject: Any = None,
+    idempotency_key: str | None = None,
+    created_by: Any = None,
+    actor_type: str = "user",
+    group_id: str | None = None,
+    subject_type: str | None = None,
+    subject_id: str | int | None = None,
+    label: str | None = None,
+    parent: Job | int | None = None,
+    run_at: datetime | timedelta | None = None,
+    max_attempts: int | None = None,
+    initial_status: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    concurrency_key: str | None = None,
+    timeout: float | timedelta | None = None,
+) -> tuple[Job, bool]:
+    """Create a job, or return the one that already has ``idempotency_key``.
+
+    Returns ``(job, created)``. Concurrent calls with one key get one row: the unique index
+    decides, and the losers read the winner's row. Everything is checked before anything is
+    written, so a refused call (``JobError``) leaves no trace.
+
+    >>> job, created = enqueue("deploy_site", subject={"site_id": 7}, idempotency_key="deploy-7")
+    """
+    definition, fields = _checked_fields(
+        kind,
+        timezone.now(),
+        subject=subject,
+        idempotency_key=idempotency_key,
+        created_by=created_by,
+        actor_type=actor_type,
+        group_id=group_id,
+        subject_type=subject_type,
+        subject_id=subject_id,
+        label=label,
+        parent=parent,
+        run_at=run_at,
+        max_attempts=max_attempts,
+        initial_status=initial_status,
+        queue=queue,
+        priority=priority,
+        concurrency_key=concurrency_key,
+        timeout=timeout,
+    )
+    return _enqueue_checked(definition, fields)
+
+
+def _enqueue_checked(definition: JobKind, fields: dict[str, Any]) -> tuple[Job, bool]:
+    key = fields["idempotency_key"]
+    if key is not None:
+        existing = Job.objects.filter(idempotency_key=key).first()
+        if existing is not None:
+            return _same_kind(existing, definition), False
+        try:
+            return _insert(definition, fields), True
+        except IntegrityError:
+            existing = Job.objects.filter(idempotency_key=key).first()
+            if existing is None:
+                raise
+            return _same_kind(existing, definition), False
+    return _insert(definition, fields), True
+
+
+def enqueue_many(kind: str | JobKind, specs: Iterable[dict[str, Any]]) -> list[tuple[Job, bool]]:
+    """Create many jobs of one kind in a few statements; ``specs`` are ``enqueue()`` keyword arguments.
+
+    Returns ``(job, created)`` in the order of ``specs``. Idempotency keys are honoured as by
+    ``enqueue()``: a key that exists (or repeats within ``specs``) gives the existing job. Every
+    spec is checked before anything is written.
+
+    >>> enqueue_many("send_invoice", [{"subject": {"invoice": n}} for n in range(1000)])
+    """
+    now = timezone.now()  # jobs enqueued together without a run_at are due together
+    checked = [_checked_fields(kind, now, **spec) for spec in specs]
+    if not checked:
+        return []
+    definition = checked[0][0]
+    keys = [fields["idempotency_key"] for _, fields in checked if fields["idempotency_key"] is not None]
+    existing = (
+        {job.idempotency_key: job for job in Job.objects.filter(idempotency_key__in=keys)} if keys else {}
+    )
+    # Each spec's outcome: an existing job, or the index of the row it inserts.
+    places: list[Job | int] = []
+    first_with_key: dict[str, int] = {}
+    rows: list[dict[str, Any]] = []
+    for _, fields in checked:
+        key = fields["idempotency_key"]
+        if key in existing:
+            places.append(_same_kind(existing[key], definition))
+        elif key is not None and key in first_with_key:
+            places.append(first_with_key[key])
+        else:
+            if key is not None:
+                first_with_key[key] = len(rows)
+            places.append(len(rows))
+            rows.append(fields)
+    try:
+        inserted = insert_rows(definition, rows)
+    except IntegrityError:
+        # Another caller took one of the keys meanwhile: one by one, each race-safe.
+        return [_enqueue_checked(definition, fields) for _, fields in checked]
+    for job in inserted:
+        changed_to(job, None, job.status)
+    claimed: set[int] = set()
+    outcome: list[tuple[Job, bool]] = []
+    for place in places:
+        if isinstance(place, Job):
+            outcome.append((place, False))
+        else:
+            outcome.append((inserted[place], place not in claimed))
+            claimed.add(place)
+    return outcome
+
+
+def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
+    [job] = insert_rows(definition, [fields])
+    changed_to(job, None, job.status)
+    return job
+
+
+def _checked_fields(
+    kind: str | JobKind,
+    now: datetime,
+    *,
+    subject: Any = None,
+    idempotency_key: str | None = None,
+    created_by: Any = None,
+    actor_type: str = "user",
+    group_id: str | None = None,
+    subject_type: str | None = None,
+    subject_id: str | int | None = None,
+    label: str | None = None,
+    parent: Job | int | None = None,
+    run_at: datetime | timedelta | None = None,
+    max_attempts: int | None = None,
+    initial_status: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    concurrency_key: str | None = None,
+    timeout: float | timedelta | None = None,
+) -> tuple[JobKind, dict[str, Any]]:
+    """The kind and the row's fields for an enqueue at ``now``.
+
+    ``JobError`` for anything that cannot be stored.
+    """
+    definition = kind if isinstance(kind, JobKind) else get_kind(kind)
+    subject = to_json(
+        {} if subject is None else subject, what="The subject", max_bytes=get_setting("MAX_SUBJECT_BYTES")
+    )
+    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key.strip()):
+        raise _refuse(f"An idempotency key must be a non-blank string, not {idempotency_key!r}.")
+    key = _optional_text(idempotency_key, "The idempotency key") or None
+    if max_attempts is not None and (problem := max_attempts_problem(max_attempts)):
+        raise _refuse(problem)
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE
+    ):
+        raise _refuse(f"priority must be an integer from -100 to 100, not {priority!r}.")
+    status = initial_status or Status.QUEUED
+    if status not in INITIAL_STATUSES:
+        raise _refuse(f"A job cannot start as {status!r}; it can start queued or in a waiting state.")
+    if run_at is not None and status in (Status.PAUSED, Status.NEEDS_USER):
+        raise _refuse(f"A job that starts {status} waits for a person; it takes no run_at.")
+    fields = dict(
+        kind=definition.name,
+        label=_optional_text(label, "The label") or definition.title[:255],
+        status=status,
+        subject=subject,
+        queue=_optional_text(queue, "The queue", 100) or definition.queue,
+        priority=definition.priority if priority is None else priority,
+        max_attempts=max_attempts or definition.max_attempts,
+        timeout=definition.timeout if timeout is None else to_timeout(timeout, "The timeout"),
+        # A waiting job's next_run_at is when it wakes by itself: only if asked for.
+        next_run_at=_run_at(run_at, now) if status == Status.QUEUED or run_at is not None else None,
+        idempotency_key=key,
+        created_by_id=_creator_id(created_by),
+        actor_type=_optional_text(actor_type, "The actor type", 20) or Job.ActorType.USER,
+        group_id=_optional_text(group_id, "The group id"),
+        subject_type=_optional_text(subject_type, "The subject type", 100),
+        subject_id=_optional_text(subject_id, "The subject id"),
+        parent_id=_resolve_parent(parent),
+        concurrency_key=_concurrency_key(definition, subject, concurrency_key),
+    )
+    return definition, fields
+
+
+def _concurrency_key(definition: JobKind, subject: Any, given: Any) -> str:
+    """The job's concurrency key: the one given, else its kind's ``concurrency_key(subject)``; ""
+    for none. A kind takes keys only if it declares a concurrency limit or a key function: the
+    limit of a key is its kind's."""
+    if given is None and definition.concurrency_key is not None:
+        try:
+            given = definition.concurrency_key(subject)
+        except Exception as exc:
+            raise _refuse(
+                f"The concurrency_key function of kind {definition.name!r} failed on the subject: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+    if given is None or given == "":
+        return ""
+    if isinstance(given, bool) or not isinstance(given, str | int):
+        raise _refuse(f"A concurrency key must be a string or an integer, not {short_repr(given)}.")
+    if not definition.takes_keys:
+        raise _refuse(
+            f"Kind {definition.name!r} has no concurrency limit; declare @job(concurrency_limit=…) "
+            f"to enqueue its jobs with a concurrency key."
+        )
+    return _optional_text(given, "The concurrency key")
+
+
+def _creator_id(created_by: Any) -> Any:
+    """The user id ``created_by`` names (a user, or a user's id); ``invalid_input`` for anything
+    else. Whether that user exists is checked when the job is inserted (``insert_rows``)."""
+    if created_by is None:
+        return None
+    pk_field = get_user_model()._meta.pk
+    value = created_by.pk if isinstance(created_by, Model) else created_by
+    try:
+        if value is None or isinstance(value, bool | float):
+            raise ValidationError("not an id")
+        user_id = pk_field.to_python(value)
+        if isinstance(user_id, int) and not -(2**63) <= user_id < 2**63:
+            raise ValidationError("out of range")
+        return user_id
+    except ValidationError:
+        raise _refuse(
+            f"created_by must be a saved user or a user's id, not {short_repr(created_by)}."
+        ) from None
+
+
+def _same_kind(existing: Job, definition: JobKind) -> Job:
+    if existing.kind != definition.name:
+        raise _refuse(
+            f"The idempotency key {existing.idempotency_key!r} belongs to job {existing.pk} "
+            f"of kind {existing.kind!r}, not {definition.name!r}."
+        )
+    return existing

@@ -1,0 +1,307 @@
+"""Claiming a job, and the lease a worker then holds on it: every write it makes is fenced by
+the lease token."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from ..conf import get_setting
+from ..errors import LeaseLost
+from ..models import Job, JobLog, JobStep
+from ..registry import known_kinds
+from ..status import Status
+from ..transitions import DUE_STATUSES
+from . import sql
+from .changes import changed_to, notify_due, written
+from .claiming import claim_one, claim_order, claim_params, claim_sql, reverts_looked_for_lately
+from .database import DatabaseNow, new_token, no_flush
+from .limiting import claim_under_limits, current_limits
+from .log import append_log, clean_log_line, trim_log
+
+
+def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
+    """Take the most urgent due job (or pending revert) for ``worker_id``; None when nothing is due.
+
+    PostgreSQL and MySQL/MariaDB lock the candidate row with ``SKIP LOCKED`` so concurrent
+    workers pass over each other; SQLite, which locks the whole database, uses an update that
+    is conditional on the status the candidate was read with. While any limit is in force, jobs
+    under limits are claimed as ``limiting.py`` says, passing over those a limit holds back.
+    """
+    db = sql.database()
+    queues = tuple(queues or ())
+    token = new_token()
+    limits = current_limits()
+    order = claim_order()
+    rare_first = order[0] == Status.REVERTING  # jobs under limits are looked for first as often
+    for status in order:
+        if limits is None:
+            job = claim_one(db, status, queues, worker_id, token)
+        else:
+            job = claim_under_limits(db, status, queues, worker_id, token, limits, rare_first)
+        if job is not None:
+            break
+    else:
+        return None
+    if job.status == Status.RUNNING:
+        changed_to(job, Status.QUEUED, Status.RUNNING)
+    return Lease(job, worker_id, token, queues)
+
+
+def heartbeat(leases: Iterable[Lease]) -> list[Lease]:
+    """Renew the leases of running jobs; returns those that are no longer ours."""
+    lost = []
+    for lease in leases:
+        if not Job.objects.filter(pk=lease.job.pk, lease_token=lease.token).update(locked_at=DatabaseNow()):
+            lost.append(lease)
+    return lost
+
+
+class StepRowMissing(Exception):
+    """A step taken to be in the database is not there: its job's steps must be read again."""
+
+
+class Lease:
+    """A worker's hold on one claimed job. Each write is fenced by the lease token.
+
+    When another worker has taken the job over (this one stalled past its lease) or the job was
+    released, the write changes nothing and ``LeaseLost`` is raised: the stale worker abandons
+    the job instead of overwriting its new owner's work.
+    """
+
+    def __init__(self, job: Job, worker_id: str, token: str, queues: tuple[str, ...] = ()) -> None:
+        self.job = job
+        self.worker_id = worker_id
+        self.token = token
+        self.queues = queues  # what it was claimed from; the next job is claimed from them too
+        #: Its outcome is being recorded, or was: whether the lease was lost is then its job
+        #: thread's to tell (a heartbeat meanwhile finds the token already cleared).
+        self.finishing = False
+        #: When (on ``time.monotonic()``) the run is past its timeout, or its step in flight past
+        #: its own: a worker then gives the job up, whatever its thread is doing. None: no timeout.
+        self.deadline: float | None = None
+        #: The step whose timeout ``deadline`` is, while it runs.
+        self.timed_step: str | None = None
+        self._renewed = time.monotonic()
+        self._lines_untrimmed = 0  # log lines added since the log was last trimmed
+
+    def _lost(self) -> LeaseLost:
+        return LeaseLost(f"Job {self.job.pk} is no longer held by {self.worker_id}.")
+
+    def _update_job(self, db: BaseDatabaseWrapper, values: dict[str, Any]) -> tuple[sql.Statement, list[Any]]:
+        """The fenced ``UPDATE`` of the job to ``values``, and its parameters."""
+        assignments, params = sql.assignments(db, Job, values)
+
+        def update() -> str:
+            quote = db.ops.quote_name
+            return (
+                f"UPDATE {sql.table(db, Job)} SET {assignments.sql} "
+                f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s"
+            )
+
+        return sql.statement(db, ("update job", assignments), update), [*params, self.job.id, self.token]
+
+    def _update_step(
+        self, db: BaseDatabaseWrapper, step: JobStep, fields: dict[str, Any], *, start: bool = False
+    ) -> int:
+        """Write ``fields`` to ``step`` if the job is still ours; a start also needs no cancel or pause
+        request (and, outside a transaction, need not wait for the disk: see ``no_flush``).
+
+        The step is found by job, phase and step id, so a step taken from its kind's
+        declaration (``JobContext.steps``) needs no id. Returns the number of rows changed.
+        """
+        assignments, params = sql.assignments(db, JobStep, fields)
+        flush = no_flush(db) if start else ""
+
+        def update() -> str:
+            quote = db.ops.quote_name
+            not_cancelled = (
+                f" AND {quote('cancel_requested')} = %s AND {quote('pause_requested')} = %s" if start else ""
+            )
+            return (
+                f"UPDATE {sql.table(db, JobStep)} SET {assignments.sql} "
+                f"WHERE {quote('job_id')} = %s AND {quote('phase')} = %s AND {quote('step_id')} = %s "
+                f"AND EXISTS (SELECT 1 FROM {sql.table(db, Job)} "
+                f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s{not_cancelled}){flush}"
+            )
+
+        params += [self.job.id, step.phase, step.step_id, self.job.id, self.token]
+        if start:
+            params += [False, False]
+        statement = sql.statement(db, ("update step", assignments, start, flush), update)
+        return sql.run(db, statement, params)
+
+    def renew(self, **fields: Any) -> None:
+        """Heartbeat (and optionally set progress/eta); raises ``LeaseLost`` when no longer ours."""
+        db = sql.database()
+        update, params = self._update_job(
+            db, {"locked_at": DatabaseNow(), "updated_at": timezone.now(), **fields}
+        )
+        if not sql.run(db, update, params):
+            raise self._lost()
+        self._renewed = time.monotonic()
+
+    def _renew_if_due(self) -> None:
+        """Renew on a checkpoint when no heartbeat thread did lately (``drain()`` has none)."""
+        if time.monotonic() - self._renewed >= get_setting("HEARTBEAT_SECONDS"):
+            self.renew()
+
+    def start_step(self, step: JobStep, *, create: bool, **fields: Any) -> str | None:
+        """Mark a step running, fenced; None once it is, or (nothing written) the operator's
+        request that stops the job here: ``"cancel"`` or ``"pause"``.
+
+        Raises ``StepRowMissing`` when ``step`` (not to be created) has no row.
+        """
+        for name, value in fields.items():
+            setattr(step, name, value)
+        self._renew_if_due()
+        if create:
+            with transaction.atomic():
+                stop = self.stop_requested()
+                if stop is None:
+                    step.save(force_insert=True)
+                return stop
+        if self._update_step(sql.database(), step, fields, start=True):
+            return None
+        stop = self.stop_requested()  # raises LeaseLost when that was the reason
+        if stop is None:
+            raise StepRowMissing(step.step_id)
+        return stop
+
+    def stop_requested(self) -> str | None:
+        """``"cancel"`` or ``"pause"`` when an operator asked for it (a cancel wins), else None;
+        raises ``LeaseLost`` when the job is no longer ours."""
+        db = sql.database()
+
+        def select() -> str:
+            quote = db.ops.quote_name
+            return (
+                f"SELECT {quote('cancel_requested')}, {quote('pause_requested')} FROM {sql.table(db, Job)} "
+                f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s"
+            )
+
+        rows = sql.fetch(db, sql.statement(db, ("stop requested",), select), [self.job.pk, self.token])
+        if not rows:
+            raise self._lost()
+        cancel, pause = rows[0]
+        return "cancel" if cancel else "pause" if pause else None
+
+    def save_step(self, step: JobStep, **fields: Any) -> None:
+        """Checkpoint a step row; one statement, fenced by the lease token."""
+        for name, value in fields.items():
+            setattr(step, name, value)
+        if not self._update_step(sql.database(), step, fields):
+            raise self._lost()
+
+    def log(self, line: Any) -> None:
+        """Add a line; a run that keeps logging has its log trimmed as it goes, so the job never
+        holds more than a tenth over ``LOG_LINES_KEPT`` lines."""
+        with transaction.atomic():
+            self.renew()
+            append_log(self.job.pk, line)
+            self._lines_untrimmed += 1
+            if self._lines_untrimmed > get_setting("LOG_LINES_KEPT") // 10:
+                trim_log(self.job.pk)
+                self._lines_untrimmed = 0
+
+    def finish(
+        self,
+        fields: dict[str, Any],
+        steps: Iterable[JobStep] = (),
+        log_line: str | None = None,
+        trim: bool = True,
+        then_claim: Callable[[], bool] | None = None,
+    ) -> Lease | None:
+        """Apply the run's outcome and give the job up, fenced: nothing is written if it is no longer ours.
+
+        When ``then_claim()`` says so, the same statement (or transaction) also claims this
+        worker's next queued job, and returns its lease: a worker that keeps busy pays one round
+        trip per job for claiming and finishing, not two. Not when pending reverts are due to be
+        looked for: ``claim()`` looks for those (and jobs under limits) first. The next job is one
+        that no limit applies to. The finish of a job under a limit wakes idle workers (on
+        PostgreSQL): a job it held back may start.
+        """
+        self.finishing = True
+        db = sql.database()
+        now = timezone.now()
+        fields = written(fields)
+        status = fields["status"]
+        due_at = fields.get("next_run_at")
+        due_now = status in DUE_STATUSES and due_at is not None and due_at <= now
+        update, params = self._update_job(
+            db, {"locked_by": "", "locked_at": None, "lease_token": "", "updated_at": now, **fields}
+        )
+        steps = list(steps)
+        limits = current_limits()
+        kinds = known_kinds() if limits is None else limits.plain_kinds
+        passed_over = () if limits is None else limits.limited_queues
+        frees_a_limit = limits is not None and bool(limits.scopes(self.job))
+        claiming = bool(then_claim and then_claim() and kinds and reverts_looked_for_lately())
+        token = new_token() if claiming else ""
+        if db.vendor == "postgresql" and not (steps or trim or due_now or frees_a_limit):
+            # The common case, a job done: its outcome, any log line and the next claim in one statement.
+            claimed_shape = (len(kinds), len(self.queues), len(passed_over)) if claiming else ()
+            shape = (update, bool(log_line), *claimed_shape)
+            statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
+            if log_line:
+                params += [now, clean_log_line(log_line)]
+            if claiming:
+                params += claim_params(
+                    db, Status.QUEUED, kinds, self.queues, self.worker_id, token, now, passed_over
+                )
+            rows = sql.fetch(db, statement, params)
+            if not rows:
+                raise self._lost()
+            claimed = sql.read_rows(db, Job, rows)[0] if claiming and rows[0][0] is not None else None
+        else:
+            with sql.transaction(db, statements_only=not trim):
+                for step in steps:  # while the job is still ours: the update below gives it up
+                    self._update_step(db, step, {"state": step.state, "detail": step.detail})
+                if not sql.run(db, update, params):
+                    raise self._lost()
+                if log_line:
+                    append_log(self.job.id, log_line, db, now)
+                if trim:
+                    trim_log(self.job.pk)
+                if due_now or frees_a_limit:
+                    notify_due(self.job.queue)
+                claimed = None
+                if claiming:
+                    claimed = claim_one(
+                        db, Status.QUEUED, self.queues, self.worker_id, token, now, kinds, passed_over
+                    )
+        changed_to(self.job, self.job.status, status, fields)
+        if claimed is None:
+            return None
+        changed_to(claimed, Status.QUEUED, Status.RUNNING)
+        return Lease(claimed, self.worker_id, token, self.queues)
+
+    @staticmethod
+    def _finish_sql(
+        db: BaseDatabaseWrapper,
+        update: sql.Statement,
+        logs: bool = True,
+        kinds: int = 0,
+        queues: int = 0,
+        passed_over: int = 0,
+    ) -> str:
+        """PostgreSQL: ``update`` (the fenced outcome), with ``logs`` its log line and, with ``kinds``,
+        the next claim."""
+        quote = db.ops.quote_name
+        finished = f"WITH finished AS ({update.text} RETURNING {quote('id')})"
+        if logs:
+            finished += (
+                f", logged AS (INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) "
+                f"SELECT id, %s, %s FROM finished)"
+            )
+        if not kinds:
+            return f"{finished} SELECT id FROM finished"
+        claim = claim_sql(
+            db, Status.QUEUED, kinds, queues, "", passed_over, only_if=" AND EXISTS (SELECT 1 FROM finished)"
+        )
+        return f"{finished}, claimed AS ({claim}) SELECT claimed.* FROM finished LEFT JOIN claimed ON true"

@@ -1,0 +1,445 @@
+"""Limits on what runs at once and how often jobs start, and the claim of a job they may hold back.
+
+A job is *held* while a worker holds it: running, or reverting under a lease. The limits:
+
+- a concurrency key (its kind's ``concurrency_key(subject)``, or given to ``enqueue``): no more
+  jobs held with one key, of whatever kind, than the kind's ``concurrency_limit`` (1 by default);
+- ``max_running``: no more jobs of the kind held at once;
+- ``DURAJOBS["QUEUE_LIMITS"][queue]``: no more jobs of the queue held at once;
+- ``rate_limit``: no more starts of the kind in any period (a sliding window on the database's
+  clock) than its rate allows.
+
+A job that a limit holds back stays ``queued``; nothing is written to it (``held_back_reason``
+tells a screen why it waits, from the counts).
+
+While nothing is limited, ``claim()`` is the one-statement claim of ``claiming.py``, unchanged.
+Otherwise jobs no limit applies to are still claimed by that statement (restricted to them), and
+jobs under limits come here, looked for first as often as pending reverts are (at most every
+``claiming.REVERT_LOOKUP_SECONDS``), and whenever no other job is due:
+
+1. Count what is held now, by kind, queue and key, in one statement (held jobs are few: the
+   ``durajobs_due`` index, led by the status, reads only them), and read which rate-limited kinds
+   are at their rate.
+2. Pick the most urgent due job that those counts leave room for (``SKIP LOCKED`` where the
+   database has it): jobs a full limit holds back are passed over by the pick's own conditions,
+   so however many there are, the jobs behind them are claimed as quickly.
+3. For a job under limits, lock its limits' rows (``JobLimit``, in one order, so that two
+   claims never wait for each other in a circle), count again, and take it only if there is
+   still room; a rate-limited kind records the start in its row, still under the lock.
+
+Why the counts under the lock are right, although two workers may both have counted 0 in step 1:
+every claim that takes a job under a limit holds that limit's row lock from before its count
+until its commit. PostgreSQL, and MySQL/MariaDB under Django's default READ COMMITTED (or where
+the count is the transaction's first plain read: the pick and the lock are locking reads), read
+each statement from a snapshot taken when it starts, so the count after the lock sees every
+claim under the limit committed before the lock was granted, and none can commit meanwhile. A
+held job leaving (finished, released, recovered) only lowers a count, and needs no lock: a claim
+that counted it still held merely holds back a job once more, until the next poll (on
+PostgreSQL, the finish of a limited job NOTIFYs the idle workers). SQLite locks the whole
+database for the transaction (``BEGIN IMMEDIATE``), so there claims simply take turns.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from ..conf import get_setting
+from ..limits import RateLimit
+from ..models import Job, JobLimit
+from ..registry import known_kinds, limited_kinds
+from ..status import Status
+from ..transitions import DUE_STATUSES, HELD_STATUSES
+from . import sql
+from .claiming import as_claimed, claim_one, pick_params, pick_sql, take_statement, taking_params
+from .database import database_now, database_now_sql
+
+Scope = tuple[str, str]  # (JobLimit.Scope, name)
+KEY, KIND, QUEUE = JobLimit.Scope.KEY, JobLimit.Scope.KIND, JobLimit.Scope.QUEUE
+#: How often one claim picks again (its counts were out of date, or its limits' rows were still to
+#: be made) before it gives up until the worker's next look.
+PICKS = 5
+
+
+@dataclass(frozen=True)
+class Held:
+    """How many jobs are held now, by concurrency key, kind and queue."""
+
+    by_key: Counter[str] = field(default_factory=Counter)
+    by_kind: Counter[str] = field(default_factory=Counter)
+    by_queue: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits in force: the registered kinds' own, and ``DURAJOBS["QUEUE_LIMITS"]``."""
+
+    key_limits: Mapping[str, int]  # per kind that takes concurrency keys
+    max_running: Mapping[str, int]
+    rates: Mapping[str, RateLimit]
+    queues: Mapping[str, int]
+    #: The kinds with limits of their own, and the others: claimed as if nothing were limited,
+    #: unless they are in a limited queue (``limited_queues``).
+    limited_kinds: tuple[str, ...]
+    plain_kinds: list[str]
+    limited_queues: tuple[str, ...]
+
+    def scopes(self, job: Job) -> list[Scope]:
+        """The limits ``job`` is under, in the order their rows are locked."""
+        scopes = []
+        if job.concurrency_key and job.kind in self.key_limits:
+            scopes.append((KEY, job.concurrency_key))
+        if job.kind in self.max_running or job.kind in self.rates:
+            scopes.append((KIND, job.kind))
+        if job.queue in self.queues:
+            scopes.append((QUEUE, job.queue))
+        return sorted(scopes)
+
+    def held_back_by(self, job: Job, held: Held, full_rates: Mapping[str, Any]) -> str | None:
+        """Why a limit holds ``job`` back, given what is held and which kinds are at their rate;
+        None when it may start."""
+        key, kind, queue = job.concurrency_key, job.kind, job.queue
+        if key and kind in self.key_limits and held.by_key[key] >= self.key_limits[kind]:
+            return _("Held back: %(held)s of %(limit)s running with key %(key)s") % {
+                "held": held.by_key[key],
+                "limit": self.key_limits[kind],
+                "key": key,
+            }
+        if kind in self.max_running and held.by_kind[kind] >= self.max_running[kind]:
+            return _("Held back: %(held)s of %(limit)s %(kind)s jobs running") % {
+                "held": held.by_kind[kind],
+                "limit": self.max_running[kind],
+                "kind": kind,
+            }
+        if queue in self.queues and held.by_queue[queue] >= self.queues[queue]:
+            return _("Held back: %(held)s of %(limit)s running in queue %(queue)s") % {
+                "held": held.by_queue[queue],
+                "limit": self.queues[queue],
+                "queue": queue,
+            }
+        if kind in full_rates:
+            return _("Held back: %(kind)s jobs started at their rate limit of %(rate)s") % {
+                "kind": kind,
+                "rate": self.rates[kind],
+            }
+        return None
+
+
+_current: tuple[Any, Any, Limits | None] = (None, None, None)
+
+
+def current_limits() -> Limits | None:
+    """The limits in force, or None when nothing is limited (kept until the kinds or the setting change)."""
+    global _current
+    kinds, queues = limited_kinds(), get_setting("QUEUE_LIMITS")
+    if _current[0] is kinds and _current[1] is queues:
+        return _current[2]
+    limits = None
+    if kinds or queues:
+        names = tuple(kind.name for kind in kinds)
+        limits = Limits(
+            key_limits={kind.name: kind.concurrency_limit or 1 for kind in kinds if kind.takes_keys},
+            max_running={kind.name: kind.max_running for kind in kinds if kind.max_running is not None},
+            rates={kind.name: kind.rate_limit for kind in kinds if kind.rate_limit is not None},
+            queues=dict(queues),
+            limited_kinds=names,
+            plain_kinds=[name for name in known_kinds() if name not in names],
+            limited_queues=tuple(sorted(queues)),
+        )
+    _current = (kinds, queues, limits)
+    return limits
+
+
+# Counting --------------------------------------------------------------------------------------
+
+
+def held_now(db: BaseDatabaseWrapper) -> Held:
+    """What is held now, counted in one statement."""
+
+    def count_sql() -> str:
+        quote = db.ops.quote_name
+        grouped = f"{quote('kind')}, {quote('queue')}, {quote('concurrency_key')}"
+        statuses = ", ".join(["%s"] * len(_HELD))
+        return (
+            f"SELECT {grouped}, COUNT(*) FROM {sql.table(db, Job)} "
+            f"WHERE {quote('status')} IN ({statuses}) AND {quote('locked_by')} <> '' GROUP BY {grouped}"
+        )
+
+    held = Held()
+    for kind, queue, key, count in sql.fetch(db, sql.statement(db, ("held",), count_sql), _HELD):
+        held.by_kind[kind] += count
+        held.by_queue[queue] += count
+        if key:
+            held.by_key[key] += count
+    return held
+
+
+_HELD = sorted(HELD_STATUSES)
+
+
+def full_rates(db: BaseDatabaseWrapper, limits: Limits) -> dict[str, datetime]:
+    """The rate-limited kinds at their rate now (on the database's clock), and until when."""
+    if not limits.rates:
+        return {}
+
+    def full_sql() -> str:
+        quote = db.ops.quote_name
+        return (
+            f"SELECT {sql.returned_columns(db, JobLimit)} FROM {sql.table(db, JobLimit)} "
+            f"WHERE {quote('scope')} = %s AND {quote('full_until')} > {database_now_sql(db)}"
+        )
+
+    rows = sql.read_rows(db, JobLimit, sql.fetch(db, sql.statement(db, ("full rates",), full_sql), [KIND]))
+    return {
+        row.name: row.full_until for row in rows if row.name in limits.rates and row.full_until is not None
+    }
+
+
+# The claim -------------------------------------------------------------------------------------
+
+
+def claim_under_limits(
+    db: BaseDatabaseWrapper,
+    status: str,
+    queues: tuple[str, ...],
+    worker_id: str,
+    token: str,
+    limits: Limits,
+    limited_first: bool,
+) -> Job | None:
+    """Claim a job in ``status`` while limits are in force: one that no limit applies to with the
+    plain one-statement claim, or one under limits that none holds back, whichever kind of job is
+    looked for first (``limited_first``; the other when there is none)."""
+    now = timezone.now()
+
+    def plain() -> Job | None:
+        return claim_one(db, status, queues, worker_id, token, now, limits.plain_kinds, limits.limited_queues)
+
+    def limited() -> Job | None:
+        return _claim_limited(db, status, queues, worker_id, token, now, limits)
+
+    first, then = (limited, plain) if limited_first else (plain, limited)
+    return first() or then()
+
+
+def _claim_limited(
+    db: BaseDatabaseWrapper,
+    status: str,
+    queues: tuple[str, ...],
+    worker_id: str,
+    token: str,
+    now: datetime,
+    limits: Limits,
+) -> Job | None:
+    """Claim the most urgent due job in ``status`` under limits that none holds back (the module's
+    text says how)."""
+    # A job of any kind may be in a limited queue.
+    kinds = [*limits.plain_kinds, *limits.limited_kinds] if limits.limited_queues else limits.limited_kinds
+    for _attempt in range(PICKS):
+        held = held_now(db)
+        rated = full_rates(db, limits)
+        startable = [kind for kind in kinds if not _kind_is_full(kind, limits, held, rated)]
+        if not startable:
+            return None
+        outcome = _pick_and_take(db, status, startable, queues, worker_id, token, now, limits, held)
+        if not isinstance(outcome, PickAgain):
+            return outcome
+        if outcome.missing:
+            rows = [JobLimit(scope=scope, name=name) for scope, name in outcome.missing]
+            JobLimit.objects.bulk_create(rows, ignore_conflicts=True)
+    return None
+
+
+def _kind_is_full(kind: str, limits: Limits, held: Held, rated: Mapping[str, Any]) -> bool:
+    return kind in rated or (kind in limits.max_running and held.by_kind[kind] >= limits.max_running[kind])
+
+
+@dataclass(frozen=True)
+class PickAgain:
+    """The counts a pick was made with were out of date, or the rows of its job's limits (``missing``)
+    do not exist yet."""
+
+    missing: tuple[Scope, ...] = ()
+
+
+def _pick_and_take(
+    db: BaseDatabaseWrapper,
+    status: str,
+    kinds: list[str],
+    queues: tuple[str, ...],
+    worker_id: str,
+    token: str,
+    now: datetime,
+    limits: Limits,
+    held: Held,
+) -> Job | PickAgain | None:
+    """Steps 2 and 3 in one transaction: the job taken, or None when nothing may start."""
+    full_queues = sorted(queue for queue, limit in limits.queues.items() if held.by_queue[queue] >= limit)
+    full_keys = _full_keys(limits, held)
+    only_if, extra = _room_conditions(db, limits, kinds, full_queues, full_keys)
+    lock = " FOR UPDATE SKIP LOCKED" if db.features.has_select_for_update_skip_locked else ""
+    keys_shape = tuple(len(keys) for _, keys in full_keys)
+    shape = (status, len(kinds), len(queues), len(extra), len(full_queues), keys_shape)
+    pick = sql.statement(
+        db,
+        ("limited pick", *shape, lock),
+        lambda: pick_sql(db, status, len(kinds), len(queues), sql.returned_columns(db, Job), lock, only_if),
+    )
+    prepared_now = sql.prepared_datetime(db, now)
+    with _claiming_transaction(db):
+        rows = sql.fetch(db, pick, [*pick_params(status, kinds, queues, prepared_now), *extra])
+        if not rows:
+            return None
+        [job] = sql.read_rows(db, Job, rows)
+        scopes = limits.scopes(job)
+        rate = limits.rates.get(job.kind)
+        if scopes:
+            locked = _lock(db, scopes)
+            if len(locked) < len(scopes):
+                return PickAgain(tuple(scope for scope in scopes if scope not in locked))
+            rated = {}
+            if rate:
+                # Judged on the database's clock, and claimed at that moment: under the lock the
+                # kind's starts are then recorded in order.
+                now = database_now()
+                prepared_now = sql.prepared_datetime(db, now)
+                rated = _at_rate(locked[(KIND, job.kind)], rate, now)
+            if limits.held_back_by(job, held_now(db), rated):
+                return PickAgain()
+        take = take_statement(db, status)
+        if not sql.run(db, take, [*taking_params(status, worker_id, token, prepared_now), job.pk, status]):
+            return PickAgain()
+        if rate:
+            _record_start(db, locked[(KIND, job.kind)], rate, now)
+    as_claimed(job, status, now)
+    job.locked_by, job.lease_token, job.locked_at, job.updated_at = worker_id, token, now, now
+    return job
+
+
+def _full_keys(limits: Limits, held: Held) -> list[tuple[list[str], list[str]]]:
+    """Per concurrency limit: the kinds with that limit, and the keys held as often or more."""
+    by_limit: dict[int, list[str]] = {}
+    for kind, limit in limits.key_limits.items():
+        by_limit.setdefault(limit, []).append(kind)
+    found = []
+    for limit, kinds in sorted(by_limit.items()):
+        keys = sorted(key for key, count in held.by_key.items() if count >= limit)
+        if keys:
+            found.append((sorted(kinds), keys))
+    return found
+
+
+def _room_conditions(
+    db: BaseDatabaseWrapper,
+    limits: Limits,
+    kinds: list[str],
+    full_queues: list[str],
+    full_keys: list[tuple[list[str], list[str]]],
+) -> tuple[str, list[Any]]:
+    """The pick's conditions: a job under limits (of a limited kind, or in a limited queue), not
+    held back by a full queue or key; and their parameters."""
+    quote = db.ops.quote_name
+
+    def placeholders(values: list[str] | tuple[str, ...]) -> str:
+        return ", ".join(["%s"] * len(values))
+
+    conditions, params = "", []
+    if limits.limited_queues:
+        limited = [kind for kind in kinds if kind in limits.limited_kinds]
+        in_limited_kinds = f"{quote('kind')} IN ({placeholders(limited)}) OR " if limited else ""
+        conditions += f" AND ({in_limited_kinds}{quote('queue')} IN ({placeholders(limits.limited_queues)}))"
+        params += [*limited, *limits.limited_queues]
+    if full_queues:
+        conditions += f" AND {quote('queue')} NOT IN ({placeholders(full_queues)})"
+        params += full_queues
+    for kinds_with_limit, keys in full_keys:
+        conditions += (
+            f" AND NOT ({quote('kind')} IN ({placeholders(kinds_with_limit)}) "
+            f"AND {quote('concurrency_key')} IN ({placeholders(keys)}))"
+        )
+        params += [*kinds_with_limit, *keys]
+    return conditions, params
+
+
+def _claiming_transaction(db: BaseDatabaseWrapper) -> Any:
+    """The claim's transaction; on SQLite ``BEGIN IMMEDIATE``, so that it counts what it then takes
+    with the database already locked for it."""
+    if db.vendor == "sqlite":
+        return sql.transaction(db, statements_only=True, immediate=True)
+    return transaction.atomic(using=db.alias)
+
+
+def _lock(db: BaseDatabaseWrapper, scopes: list[Scope]) -> dict[Scope, JobLimit]:
+    """Lock the rows of ``scopes`` (sorted), in their order; the ones that exist."""
+
+    def lock_sql() -> str:
+        quote = db.ops.quote_name
+        each = " OR ".join([f"({quote('scope')} = %s AND {quote('name')} = %s)"] * len(scopes))
+        for_update = " FOR UPDATE" if db.features.has_select_for_update else ""
+        return (
+            f"SELECT {sql.returned_columns(db, JobLimit)} FROM {sql.table(db, JobLimit)} WHERE {each} "
+            f"ORDER BY {quote('scope')}, {quote('name')}{for_update}"
+        )
+
+    statement = sql.statement(db, ("lock limits", len(scopes)), lock_sql)
+    rows = sql.fetch(db, statement, [part for scope in scopes for part in scope])
+    return {(row.scope, row.name): row for row in sql.read_rows(db, JobLimit, rows)}
+
+
+def _at_rate(row: JobLimit, rate: RateLimit, moment: datetime) -> dict[str, datetime]:
+    """``{kind: until}`` when the kind's latest starts fill its rate at ``moment``, else ``{}``."""
+    latest = row.starts[-rate.starts :]
+    if len(latest) < rate.starts or latest[0] + rate.seconds <= moment.timestamp():
+        return {}
+    return {row.name: datetime.fromtimestamp(latest[0] + rate.seconds, UTC)}
+
+
+def _record_start(db: BaseDatabaseWrapper, row: JobLimit, rate: RateLimit, moment: datetime) -> None:
+    """Add a start at ``moment`` to the kind's latest starts, and note until when they fill its rate."""
+    latest = [*row.starts, moment.timestamp()][-rate.starts :]
+    full_until = datetime.fromtimestamp(latest[0] + rate.seconds, UTC) if len(latest) == rate.starts else None
+    assignments, params = sql.assignments(db, JobLimit, {"starts": latest, "full_until": full_until})
+
+    def update_sql() -> str:
+        return f"UPDATE {sql.table(db, JobLimit)} SET {assignments.sql} WHERE {db.ops.quote_name('id')} = %s"
+
+    sql.run(db, sql.statement(db, ("record start", assignments), update_sql), [*params, row.pk])
+
+
+# Why a job waits -------------------------------------------------------------------------------
+
+
+def held_back_reason(job: Job) -> str | None:
+    """Why a limit holds ``job`` back now (a queued job that is due), or None."""
+    return held_back_reasons([job]).get(job.pk)
+
+
+def held_back_reasons(jobs: Iterable[Job]) -> dict[int, str]:
+    """``held_back_reason`` for many jobs (an admin page's), from one count of what is held."""
+    limits = current_limits()
+    if limits is None:
+        return {}
+    waiting = [job for job in jobs if _due(job) and limits.scopes(job)]
+    if not waiting:
+        return {}
+    db = sql.database()
+    held, rated = held_now(db), full_rates(db, limits)
+    reasons = {job.pk: limits.held_back_by(job, held, rated) for job in waiting}
+    return {pk: reason for pk, reason in reasons.items() if reason}
+
+
+def _due(job: Job) -> bool:
+    """Whether a claim would take ``job`` now, were it not for its limits."""
+    if job.status not in DUE_STATUSES or job.locked_by:
+        return False
+    if job.status == Status.REVERTING:
+        return True
+    return job.next_run_at is not None and job.next_run_at <= timezone.now()

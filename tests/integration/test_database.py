@@ -1,0 +1,361 @@
+"""Workers and their database, in-process: connection hygiene, claim cost, NOTIFY on commit, the
+models' checks against the database in use.
+
+A worker thread keeps a healthy connection and replaces a broken or aged one; a lost session is
+``database_trouble``; a claim reads only due jobs, from the due index, however many finished jobs
+there are; an enqueue that rolls back notifies nobody. The worker processes that lose their
+database are in ``tests/e2e/test_database_workers.py``.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import threading
+import time
+from collections import Counter
+from contextlib import contextmanager
+
+import pytest
+from django.core import checks
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db.backends.signals import connection_created
+from django.test.utils import CaptureQueriesContext
+
+from django_durajobs import Job, Status, enqueue
+from django_durajobs.signals import job_changed
+from django_durajobs.store import NOTIFY_CHANNEL, claim, database_trouble
+from django_durajobs.worker import Worker, WorkerOptions, refresh_connection
+from tests.helpers import wait_for
+from tests.job_rows import statuses
+from tests.sessions import end_own_session, needs_sessions
+from tests.testapp.kinds_database import (
+    KIND,
+)
+
+# 1. Connection hygiene in-process ---------------------------------------------------------------
+
+
+@contextmanager
+def conn_max_age(seconds):
+    """Set the connection's ``CONN_MAX_AGE`` (a fresh connection picks it up); restore it after."""
+    before = connection.settings_dict["CONN_MAX_AGE"]
+    connection.close()
+    connection.settings_dict["CONN_MAX_AGE"] = seconds
+    try:
+        yield
+    finally:
+        connection.settings_dict["CONN_MAX_AGE"] = before
+        connection.close()
+
+
+def fresh_connection():
+    connection.close()
+    connection.ensure_connection()
+    return connection.connection
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refresh_keeps_a_healthy_connection_even_with_conn_max_age_zero():
+    """CONN_MAX_AGE 0 means "per request" to Django; a worker must not reconnect for every job."""
+    with conn_max_age(0):
+        raw = fresh_connection()
+        refresh_connection()
+        assert connection.connection is raw
+        assert Job.objects.count() == 0
+        refresh_connection()
+        assert connection.connection is raw
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refresh_closes_a_connection_past_a_positive_conn_max_age():
+    """A positive CONN_MAX_AGE is honoured: kept while young, closed once it is older than that."""
+    with conn_max_age(60):
+        raw = fresh_connection()
+        refresh_connection()
+        assert connection.connection is raw
+    with conn_max_age(0.3):
+        raw = fresh_connection()
+
+        def closed():
+            refresh_connection()
+            return connection.connection is None
+
+        wait_for(closed, timeout=10, message="the connection to be closed past its age")
+        assert Job.objects.count() == 0  # a new connection
+        assert connection.connection is not None and connection.connection is not raw
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refresh_closes_a_broken_connection(db_vendor):
+    """A session the server ended: the next query fails, and refresh_connection() drops the connection."""
+    needs_sessions(db_vendor)
+    with conn_max_age(0):
+        fresh_connection()
+        end_own_session()
+        with pytest.raises((OperationalError, InterfaceError)):
+            Job.objects.count()
+        assert connection.errors_occurred and not connection.is_usable()
+
+        refresh_connection()
+
+        assert connection.connection is None
+        assert Job.objects.count() == 0  # and the next query reconnects
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_lost_inside_a_transaction_is_database_trouble(db_vendor):
+    """A claim whose session the server ended is the database's trouble, not a job's error."""
+    needs_sessions(db_vendor)
+    enqueue(KIND)
+    fresh_connection()
+    end_own_session()
+    try:
+        with pytest.raises((OperationalError, InterfaceError)) as lost:
+            claim("database-test-claimer")
+        assert database_trouble(lost.value)
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refresh_keeps_a_healthy_connection_after_a_failed_query():
+    """A query error that left the connection working (a job's bad SQL) is no reason to reconnect."""
+    with conn_max_age(0):
+        raw = fresh_connection()
+        with pytest.raises(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT no_such_column FROM durajobs_job")
+        assert connection.errors_occurred and connection.is_usable()
+
+        refresh_connection()
+
+        assert connection.connection is raw
+
+
+def connections_opened_by_a_job_thread(jobs: int) -> int:
+    """Run ``jobs`` jobs with an in-process burst worker of one job thread; count its new connections."""
+    job_ids = [enqueue(KIND)[0].pk for _ in range(jobs)]
+    opened = []
+
+    def count(sender, connection, **kwargs):
+        opened.append(threading.current_thread().name)
+
+    connection_created.connect(count)
+    try:
+        worker = Worker(WorkerOptions(concurrency=1, burst=True, poll_interval=0.1))
+        # Not in the main thread, so the worker installs no signal handlers in the test process.
+        thread = threading.Thread(target=worker.run, name="test-worker")
+        thread.start()
+        thread.join(60)
+    finally:
+        connection_created.disconnect(count)
+    assert not thread.is_alive()
+    assert statuses(job_ids) == {Status.DONE: jobs}
+    return Counter(opened)["durajobs-job-0"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_thread_does_not_reconnect_for_every_job():
+    """With CONN_MAX_AGE 0, a job thread that runs eight jobs connects no more often than for one."""
+    assert connection.settings_dict["CONN_MAX_AGE"] == 0
+    for_one = connections_opened_by_a_job_thread(1)
+    for_eight = connections_opened_by_a_job_thread(8)
+    assert 1 <= for_one == for_eight
+
+
+# 2. Claim cost with many finished jobs -------------------------------------------------------
+
+FINISHED_ROWS = 100_000
+DUE_BACKLOG = 20_000
+CLAIMS = 30
+DIGITS = " UNION ALL ".join(f"SELECT {digit} AS d" for digit in range(10))
+
+
+def insert_copies(template: Job, copies: int) -> None:
+    """Copy a job ``copies`` times (at most 100,000) in one INSERT … SELECT over cross-joined digits."""
+    assert 0 < copies <= 100_000
+    quote = connection.ops.quote_name
+    table = quote(Job._meta.db_table)
+    columns = [field.column for field in Job._meta.concrete_fields if not field.primary_key]
+    digits = ", ".join(f"({DIGITS}) {quote(f'd{n}')}" for n in range(5))
+    number = " + ".join(f"{10**n} * {quote(f'd{n}')}.d" for n in range(5))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) "
+            f"SELECT {', '.join('t.' + quote(c) for c in columns)} FROM {table} t, {digits} "
+            f"WHERE t.{quote('id')} = %s AND {number} < %s",
+            [template.pk, copies],
+        )
+
+
+def analyze() -> None:
+    """What autovacuum (or InnoDB's automatic statistics) soon does in production."""
+    table = connection.ops.quote_name(Job._meta.db_table)
+    with connection.cursor() as cursor:
+        if connection.vendor == "mysql":
+            cursor.execute(f"ANALYZE TABLE {table}")
+            cursor.fetchall()
+        else:
+            cursor.execute(f"ANALYZE {table}")
+
+
+class _Undo(Exception):
+    pass
+
+
+def claim_plan() -> str:
+    """EXPLAIN of the statement ``claim()`` runs to find and lock a queued job (taken from a real
+    claim, which is rolled back)."""
+    locking = "FOR UPDATE SKIP LOCKED" if connection.vendor != "sqlite" else "LIMIT 1)"
+    try:
+        with CaptureQueriesContext(connection) as captured, transaction.atomic():
+            claim("database-test-planner")
+            raise _Undo
+    except _Undo:
+        pass
+    statements = [query["sql"] for query in captured]
+    # A claim may first look for due jobs under limits (the test app has limited kinds); the
+    # statement that took the job is the last one that looked for a queued job.
+    statement = [sql for sql in statements if locking in sql and "'queued'" in sql][-1]
+    explain = "EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN "
+    with connection.cursor() as cursor:
+        cursor.execute(explain + statement)
+        rows = cursor.fetchall()
+    if connection.vendor == "mysql":
+        return "\n".join(" ".join(str(cell) for cell in row) for row in rows)
+    return "\n".join(str(row[-1]) for row in rows)
+
+
+def mysql_plan_rows(plan: str) -> list[list[str]]:
+    # EXPLAIN's columns: id select_type table type possible_keys key key_len ref rows Extra
+    return [row.split() for row in plan.splitlines() if row.strip()]
+
+
+def reads_every_row(plan: str) -> bool:
+    """A sequential scan, or a walk through a whole index."""
+    table = Job._meta.db_table
+    if connection.vendor == "mysql":
+        return any(row[2] == table and row[3] in ("ALL", "index") for row in mysql_plan_rows(plan))
+    return bool(re.search(rf"Seq Scan on {table}\b|\bSCAN {table}\b", plan))
+
+
+def uses_the_due_index(plan: str) -> bool:
+    if connection.vendor == "mysql":
+        return any(row[5] == "durajobs_due" for row in mysql_plan_rows(plan))
+    return bool(re.search(r"(?:using|on|INDEX) durajobs_due\b", plan))
+
+
+def sorts_the_due_jobs(plan: str) -> bool:
+    """The claim's ORDER BY is not the index's order, so the database sorts what it read."""
+    if connection.vendor == "mysql":
+        return "Using filesort" in plan
+    return bool(re.search(r"\bSort\b|TEMP B-TREE FOR ORDER BY", plan))
+
+
+def median_claim_seconds() -> float:
+    """Queue CLAIMS jobs, then time CLAIMS claims."""
+    for _ in range(CLAIMS):
+        enqueue(KIND)
+    seconds = []
+    for _ in range(CLAIMS):
+        start = time.perf_counter()
+        lease = claim("database-test-claimer")
+        seconds.append(time.perf_counter() - start)
+        assert lease is not None
+    return statistics.median(seconds)
+
+
+@pytest.mark.serial
+@pytest.mark.django_db(transaction=True)
+def test_claiming_ignores_finished_jobs_however_many():
+    """100,000 finished jobs: the claim query reads none of them, and a claim costs about the same."""
+    nearly_empty = median_claim_seconds()
+
+    template = enqueue(KIND)[0]
+    Job.objects.filter(pk=template.pk).update(status=Status.DONE)
+    insert_copies(template, FINISHED_ROWS)
+    analyze()
+    assert Job.objects.filter(status=Status.DONE).count() == FINISHED_ROWS + 1
+
+    plan = claim_plan()
+    assert not reads_every_row(plan), plan
+    crowded = median_claim_seconds()
+    print(
+        f"\nmedian claim: {nearly_empty * 1000:.2f} ms nearly empty, {crowded * 1000:.2f} ms among "
+        f"{FINISHED_ROWS} finished jobs\n{plan}"
+    )
+    assert crowded < 3 * nearly_empty + 0.001, (nearly_empty, crowded)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_backlog_of_due_jobs_is_claimed_from_the_due_index():
+    """20,000 due jobs, a tenth of them interrupted work: a claim takes the most urgent from
+    ``durajobs_due`` in the index's own order instead of sorting them all."""
+    nearly_empty = median_claim_seconds()
+
+    template = enqueue(KIND)[0]
+    insert_copies(template, DUE_BACKLOG)
+    queued = Job.objects.filter(status=Status.QUEUED).values_list("pk", flat=True)
+    Job.objects.filter(pk__in=[pk for pk in queued if pk % 10 == 0]).update(interrupted=True)
+    analyze()
+
+    plan = claim_plan()
+    backlog = median_claim_seconds()
+    print(
+        f"\nmedian claim: {nearly_empty * 1000:.2f} ms nearly empty, {backlog * 1000:.2f} ms with "
+        f"{DUE_BACKLOG} due jobs\n{plan}"
+    )
+    assert uses_the_due_index(plan), plan
+    assert not reads_every_row(plan), plan
+    assert not sorts_the_due_jobs(plan), plan
+    assert backlog < 3 * nearly_empty + 0.001, (nearly_empty, backlog)
+
+
+# 3. job_changed and NOTIFY only when the enqueue commits ---------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_enqueue_notifies_nobody(db_vendor):
+    """PostgreSQL: an enqueue rolled back sends no NOTIFY and no job_changed; a committed one sends both."""
+    if db_vendor != "postgresql":
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's")
+    changes = []
+
+    def record(sender, job, previous_status, status, **kwargs):
+        changes.append((job.pk, previous_status, status))
+
+    listener = connection.Database.connect(**connection.get_connection_params(), autocommit=True)
+    job_changed.connect(record)
+    try:
+        listener.execute(f"LISTEN {NOTIFY_CHANNEL}")
+
+        class Undo(Exception):
+            pass
+
+        with pytest.raises(Undo), transaction.atomic():
+            enqueue(KIND, queue="database-rolled-back")
+            raise Undo
+        assert list(listener.notifies(timeout=0.3, stop_after=1)) == []
+        assert changes == []
+
+        with transaction.atomic():
+            job = enqueue(KIND, queue="database-committed")[0]
+            assert list(listener.notifies(timeout=0.3, stop_after=1)) == []  # not before the commit
+            assert changes == []
+        notes = list(listener.notifies(timeout=10, stop_after=1))
+        assert [(note.channel, note.payload) for note in notes] == [(NOTIFY_CHANNEL, "database-committed")]
+        assert changes == [(job.pk, None, Status.QUEUED)]
+    finally:
+        job_changed.disconnect(record)
+        listener.close()
+
+
+# 4. The models' checks against the database in use ---------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_models_pass_the_database_checks_of_the_database_in_use():
+    """Django 6 runs these before every management command: MariaDB would warn of the partial index.
+    They ask the database what it supports, so they belong with the database."""
+    messages = checks.run_checks(databases=["default"], tags=[checks.Tags.models])
+    assert [(message.id, message.obj) for message in messages] == []

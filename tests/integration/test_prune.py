@@ -1,0 +1,216 @@
+"""Pruning: families of old ended jobs go, with their steps and log; anything still going, or
+recent, stays, and so does every family with such a member. In batches, in bounded memory."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from django_durajobs import Job, JobError, JobLog, JobStep, Status, prune
+from tests.factories import JobFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def ended(days_ago: float, status: str = Status.DONE, **fields) -> Job:
+    return JobFactory(status=status, ended_at=timezone.now() - timedelta(days=days_ago), **fields)
+
+
+def left() -> set[int]:
+    return set(Job.objects.values_list("pk", flat=True))
+
+
+def prunejobs(*args: str) -> str:
+    out = StringIO()
+    call_command("prunejobs", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_prunejobs_deletes_old_ended_jobs_with_their_steps_and_log():
+    old = [ended(40, status) for status in (Status.DONE, Status.FAILED, Status.CANCELLED, Status.REVERTED)]
+    JobLog.objects.create(job=old[0], line="old")
+    steps = JobStep.objects.filter(job__in=old).count()
+    recent = ended(5)
+    running = JobFactory(status=Status.RUNNING, locked_by="w", lease_token="t", locked_at=timezone.now())
+
+    out = prunejobs("--older-than", "30d")
+
+    assert "Deleted 4 jobs in 4 families." in out
+    assert f"{steps} steps" in out and "1 log lines" in out
+    assert not JobStep.objects.filter(job_id__in=[job.pk for job in old]).exists()
+    assert not JobLog.objects.filter(job_id=old[0].pk).exists()
+    assert left() == {recent.pk, running.pk}
+
+
+@pytest.mark.parametrize(
+    ("age", "kept_days"),
+    [("30d", [5, 29]), ("2w", [5]), ("36h", []), ("90m", []), ("45s", [])],
+)
+def test_older_than_takes_seconds_minutes_hours_days_and_weeks(age, kept_days):
+    by_days = {days: ended(days).pk for days in (5, 29, 40)}
+
+    prunejobs("--older-than", age)
+
+    assert left() == {by_days[days] for days in kept_days}
+
+
+def test_days_is_the_same_as_older_than_in_days():
+    ended(40)
+    recent = ended(20)
+
+    assert "Deleted 1 job in 1 families." in prunejobs("--days", "30")
+    assert left() == {recent.pk}
+
+
+def test_status_and_kind_choose_families_by_their_root():
+    done = ended(40, kind="cli_steps")
+    failed = ended(40, Status.FAILED, kind="cli_steps")
+    other_kind = ended(40, kind="cli_question")
+    failed_child = ended(40, Status.FAILED, kind="cli_question", parent=done)
+
+    prunejobs("--older-than", "30d", "--status", "failed", "--kind", "cli_steps")
+    assert left() == {done.pk, other_kind.pk, failed_child.pk}
+
+    prunejobs("--older-than", "30d", "--status", "done", "--kind", "cli_steps")
+    assert left() == {other_kind.pk}
+    assert failed.pk not in left()
+
+
+def test_a_family_goes_whole_only_when_every_member_ended_long_ago():
+    open_parent = ended(60)
+    open_child = JobFactory(status=Status.QUEUED, parent=open_parent)
+    deep = ended(60)
+    deep_child = ended(60, parent=deep)
+    deep_grandchild = JobFactory(status=Status.NEEDS_USER, parent=deep_child)
+    young = ended(60)
+    young_child = ended(1, parent=young)
+    finished = ended(60)
+    finished_child = ended(60, parent=finished)
+    ended(60, Status.FAILED, parent=finished_child)
+    lone_old_child = ended(60, parent=young_child)
+
+    out = prunejobs("--older-than", "30d")
+
+    assert "Deleted 3 jobs in 1 families." in out
+    assert "Kept 3 old families" in out
+    assert left() == {
+        open_parent.pk,
+        open_child.pk,
+        deep.pk,
+        deep_child.pk,
+        deep_grandchild.pk,
+        young.pk,
+        young_child.pk,
+        lone_old_child.pk,
+    }
+
+
+def test_a_child_is_never_pruned_while_its_parent_stays():
+    parent = JobFactory(status=Status.RUNNING, locked_by="w", lease_token="t", locked_at=timezone.now())
+    children = {ended(60, Status.FAILED, parent=parent).pk, ended(60, parent=parent).pk}
+
+    prunejobs("--older-than", "30d")
+
+    assert left() == {parent.pk, *children}
+    assert parent.children_summary()["overall"] == "partial"
+
+
+def test_dry_run_counts_what_a_run_deletes_and_deletes_nothing():
+    for _ in range(3):
+        family = ended(40)
+        ended(40, parent=family)
+    ended(40)
+    open_family = ended(40)
+    ended(40, parent=open_family)
+    JobFactory(status=Status.QUEUED, parent=open_family)
+
+    dry = prune(timedelta(days=30), dry_run=True, batch=2)
+    assert Job.objects.count() == 10
+    real = prune(timedelta(days=30), batch=2)
+
+    assert (dry.families, dry.jobs, dry.kept) == (real.families, real.jobs, real.kept) == (4, 7, 1)
+    assert "Would delete" in prunejobs("--older-than", "1s", "--dry-run")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--days", "-1"], "--days cannot be negative"),
+        (["--status", "queued"], "Only finished jobs are pruned"),
+        (["--batch", "0"], "batch must be from 1"),
+    ],
+)
+def test_prunejobs_refuses_bad_arguments(arguments, message):
+    with pytest.raises(CommandError, match=message):
+        prunejobs(*arguments)
+
+
+@pytest.mark.parametrize("age", ["30", "30x", "-1d", "d", "1e9w"])
+def test_older_than_refuses_what_is_not_an_age(age):
+    with pytest.raises(CommandError, match="older-than"):
+        prunejobs("--older-than", age)
+
+
+def test_prune_from_code_refuses_a_negative_age_and_unfinished_statuses():
+    with pytest.raises(JobError, match="older_than") as caught:
+        prune(timedelta(days=-1))
+    assert caught.value.code == "invalid_input"
+    with pytest.raises(JobError, match="Only finished jobs"):
+        prune(timedelta(days=1), statuses=["running"])
+
+
+def insert_old_jobs(count: int, *, families: int, open_families: int) -> None:
+    """``count`` old done jobs, inserted ``bulk_create`` batches at a time: ``families`` of them
+    are parents with two done children (counted in ``count``), ``open_families`` of those have a
+    third, queued child. Every tenth root has a step row."""
+    long_ago = timezone.now() - timedelta(days=90)
+
+    def row(**fields) -> Job:
+        return Job(kind="cli_steps", label="old", status=Status.DONE, ended_at=long_ago, **fields)
+
+    roots = count - 2 * families
+    for start in range(0, roots, 5000):
+        Job.objects.bulk_create([row() for _ in range(min(5000, roots - start))])
+    parents = list(Job.objects.order_by("pk").values_list("pk", flat=True)[:families])
+    Job.objects.bulk_create([row(parent_id=parent) for parent in parents for _ in range(2)])
+    Job.objects.bulk_create(
+        [
+            Job(kind="cli_steps", label="open", status=Status.QUEUED, parent_id=parent)
+            for parent in parents[:open_families]
+        ]
+    )
+    step_jobs = Job.objects.filter(parent_id__isnull=True).order_by("pk").values_list("pk", flat=True)
+    JobStep.objects.bulk_create(
+        [JobStep(job_id=pk, position=0, step_id="s", title="S") for pk in step_jobs[::10]]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # about 30 s on SQLite, 140 s on a busy PostgreSQL
+def test_pruning_100000_old_jobs_takes_bounded_memory_and_keeps_open_families():
+    insert_old_jobs(100_000, families=1000, open_families=10)
+    kept = set(Job.objects.filter(status=Status.QUEUED).values_list("parent_id", flat=True))
+    assert len(kept) == 10
+
+    tracemalloc.start()
+    started = time.monotonic()
+    result = prune(timedelta(days=30), batch=1000)
+    seconds = time.monotonic() - started
+    _now, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+
+    print(f"pruned {result.jobs} jobs in {seconds:.1f} s, peak {peak / 2**20:.1f} MiB traced")
+    assert result.families == 98_000 - 10 and result.kept == 10
+    assert result.jobs == 100_000 - 30
+    assert result.rows["django_durajobs.JobStep"] == 9_800 - 1  # a kept root has one
+    assert Job.objects.filter(parent_id__isnull=True).count() == 10
+    assert set(Job.objects.filter(parent_id__isnull=True).values_list("pk", flat=True)) == kept
+    assert Job.objects.count() == 10 * 4
+    # A batch's rows, not the table's: reading 100,000 jobs at once takes far more than this.
+    assert peak < 8 * 2**20, f"peak {peak / 2**20:.1f} MiB"
