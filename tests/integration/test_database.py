@@ -10,9 +10,7 @@ database are in ``tests/e2e/test_database_workers.py``.
 from __future__ import annotations
 
 import re
-import statistics
 import threading
-import time
 from collections import Counter
 from contextlib import contextmanager
 
@@ -252,24 +250,22 @@ def sorts_the_due_jobs(plan: str) -> bool:
     return bool(re.search(r"\bSort\b|TEMP B-TREE FOR ORDER BY", plan))
 
 
-def median_claim_seconds() -> float:
-    """Queue CLAIMS jobs, then time CLAIMS claims."""
+def claim_several() -> None:
+    """Queue CLAIMS jobs, then claim CLAIMS times: each claim gets a job.
+
+    How long a claim takes is bench/run.py's to measure; these tests hold the plan that keeps it
+    flat."""
     for _ in range(CLAIMS):
         enqueue(KIND)
-    seconds = []
     for _ in range(CLAIMS):
-        start = time.perf_counter()
-        lease = claim("database-test-claimer")
-        seconds.append(time.perf_counter() - start)
-        assert lease is not None
-    return statistics.median(seconds)
+        assert claim("database-test-claimer") is not None
 
 
 @pytest.mark.serial
 @pytest.mark.django_db(transaction=True)
 def test_claiming_ignores_finished_jobs_however_many():
-    """100,000 finished jobs: the claim query reads none of them, and a claim costs about the same."""
-    nearly_empty = median_claim_seconds()
+    """100,000 finished jobs: the claim query reads none of them."""
+    claim_several()
 
     template = enqueue(KIND)[0]
     Job.objects.filter(pk=template.pk).update(status=Status.DONE)
@@ -279,19 +275,13 @@ def test_claiming_ignores_finished_jobs_however_many():
 
     plan = claim_plan()
     assert not reads_every_row(plan), plan
-    crowded = median_claim_seconds()
-    print(
-        f"\nmedian claim: {nearly_empty * 1000:.2f} ms nearly empty, {crowded * 1000:.2f} ms among "
-        f"{FINISHED_ROWS} finished jobs\n{plan}"
-    )
-    assert crowded < 3 * nearly_empty + 0.001, (nearly_empty, crowded)
+    claim_several()
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_backlog_of_due_jobs_is_claimed_from_the_due_index():
     """20,000 due jobs, a tenth of them interrupted work: a claim takes the most urgent from
     ``durajobs_due`` in the index's own order instead of sorting them all."""
-    nearly_empty = median_claim_seconds()
 
     template = enqueue(KIND)[0]
     insert_copies(template, DUE_BACKLOG)
@@ -300,15 +290,10 @@ def test_a_backlog_of_due_jobs_is_claimed_from_the_due_index():
     analyze()
 
     plan = claim_plan()
-    backlog = median_claim_seconds()
-    print(
-        f"\nmedian claim: {nearly_empty * 1000:.2f} ms nearly empty, {backlog * 1000:.2f} ms with "
-        f"{DUE_BACKLOG} due jobs\n{plan}"
-    )
     assert uses_the_due_index(plan), plan
     assert not reads_every_row(plan), plan
     assert not sorts_the_due_jobs(plan), plan
-    assert backlog < 3 * nearly_empty + 0.001, (nearly_empty, backlog)
+    claim_several()
 
 
 # 3. job_changed and NOTIFY only when the enqueue commits ---------------------------------------
