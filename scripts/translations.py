@@ -80,7 +80,9 @@ def problems_of(po: Path, made: Path, committed_dir: Path) -> list[str]:
         count = output.count("\nmsgid ") - (1 if 'msgid ""\nmsgstr ""\n"' in output else 0)
         if count > 0:
             found.append(f"has {count} {name} message(s)")
-    checked = subprocess.run(["msgfmt", "--check", "-o", "/dev/null", str(po)], capture_output=True, text=True)
+    checked = subprocess.run(
+        ["msgfmt", "--check", "-o", "/dev/null", str(po)], capture_output=True, text=True
+    )
     if checked.returncode:
         found.append(f"fails msgfmt --check:\n{checked.stderr}")
     mo = po.with_suffix(".mo")
@@ -125,7 +127,9 @@ def update(new_language: str | None) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--check", action="store_true", help="fail if a catalog is stale, incomplete or uncompiled")
+    mode.add_argument(
+        "--check", action="store_true", help="fail if a catalog is stale, incomplete or uncompiled"
+    )
     mode.add_argument("--add", metavar="LANGUAGE", help="start catalogs for a new language (e.g. ja, pt_BR)")
     options = parser.parse_args()
     return check() if options.check else update(options.add)
