@@ -7,6 +7,7 @@ Local demo settings (DEBUG on, a fixed secret key), not a production template. E
 - ``DEMO_STEP_SECONDS``: how long each simulated piece of outside work takes (default 1.5).
 - ``DEMO_DNS_PROPAGATION_SECONDS``: how long the seeded DNS change takes to be visible (default 120).
 - ``DEMO_PAYMENT_SECRET``: the shared secret of the simulated payment provider's callback.
+- ``DEMO_LANGUAGE``: the site's one language, its ``LANGUAGE_CODE`` (default ``en-us``).
 """
 
 import importlib.util
@@ -88,7 +89,7 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = os.environ.get("DEMO_LANGUAGE", "en-us")
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -1,6 +1,8 @@
 """The demo's own data in the admin, next to the jobs working on it."""
 
 from django.contrib import admin, messages
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from .models import (
     Backup,
@@ -36,7 +38,7 @@ class SiteAdmin(admin.ModelAdmin):
 class DnsRecordAdmin(admin.ModelAdmin):
     list_display = ["name", "target", "changed_at", "visible_at", "visible"]
 
-    @admin.display(boolean=True, description="visible to resolvers")
+    @admin.display(boolean=True, description=_("visible to resolvers"))
     def visible(self, record):
         return record.is_visible()
 
@@ -51,16 +53,27 @@ class OrderAdmin(admin.ModelAdmin):
     list_display = ["number", "customer_email", "product", "quantity", "total", "state", "tracking_number"]
     actions = ["mark_paid"]
 
-    @admin.action(description="Mark paid (as the payment provider's callback would)")
+    @admin.display(description=_("state"))
+    def state(self, order):
+        return order.state
+
+    @admin.action(description=_("Mark paid (as the payment provider's callback would)"))
     def mark_paid(self, request, queryset):
         for order in queryset:
-            _, paid_now = record_payment(order.number, by=request.user)
+            _order, paid_now = record_payment(order.number, by=request.user)
             if paid_now:
                 self.message_user(
-                    request, f"Order {order.number} is paid; its payment event is sent.", messages.SUCCESS
+                    request,
+                    gettext("Order %(number)s is paid; its payment event is sent.")
+                    % {"number": order.number},
+                    messages.SUCCESS,
                 )
             else:
-                self.message_user(request, f"Order {order.number} was paid before.", messages.WARNING)
+                self.message_user(
+                    request,
+                    gettext("Order %(number)s was paid before.") % {"number": order.number},
+                    messages.WARNING,
+                )
 
 
 class InstalledModuleInline(admin.TabularInline):

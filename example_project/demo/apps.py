@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class DemoConfig(AppConfig):
@@ -6,5 +7,5 @@ class DemoConfig(AppConfig):
 
     name = "example_project.demo"
     label = "demo"
-    verbose_name = "Demo: shop and hosting"
+    verbose_name = _("Demo: shop and hosting")
     default_auto_field = "django.db.models.BigAutoField"

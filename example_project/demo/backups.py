@@ -7,6 +7,8 @@ from itertools import chain
 from django.core import serializers
 from django.core.management.color import no_style
 from django.db import connection
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from django_durajobs import JobError
 
@@ -73,16 +75,19 @@ def record(written: dict, purpose: str) -> int:
 def _backup(backup_id: int) -> Backup:
     backup = Backup.objects.filter(pk=backup_id).first()
     if backup is None:
-        raise JobError("backup_missing", f"There is no backup {backup_id}.")
+        raise JobError("backup_missing", _("There is no backup %(backup)s.") % {"backup": backup_id})
     return backup
 
 
 def restore_question(backup_id: int) -> str:
     backup = _backup(backup_id)
-    return (
-        f"Replace every product and order with the {backup.rows} rows of {backup}? "
-        "A safety copy of the current data is taken first."
-    )
+    return ngettext(
+        "Replace every product and order with the %(rows)s row of %(backup)s? "
+        "A safety copy of the current data is taken first.",
+        "Replace every product and order with the %(rows)s rows of %(backup)s? "
+        "A safety copy of the current data is taken first.",
+        backup.rows,
+    ) % {"rows": backup.rows, "backup": backup}
 
 
 def verify(backup_id: int) -> dict:
@@ -91,9 +96,15 @@ def verify(backup_id: int) -> dict:
     backup = _backup(backup_id)
     path = demo_file(backup.file)
     if not path.exists():
-        raise JobError("backup_missing", f"{backup}: its file {path} is missing.")
+        raise JobError(
+            "backup_missing",
+            _("%(backup)s: its file %(path)s is missing.") % {"backup": backup, "path": path},
+        )
     if sha256_of(path) != backup.sha256:
-        raise JobError("backup_corrupted", f"{backup}: {path} does not match its checksum.")
+        raise JobError(
+            "backup_corrupted",
+            _("%(backup)s: %(path)s does not match its checksum.") % {"backup": backup, "path": path},
+        )
     return {"backup_id": backup.pk, "rows": backup.rows}
 
 

@@ -17,6 +17,9 @@ The functions doing the work live in ``sites``, ``shop``, ``backups``, ``servers
 
 from datetime import timedelta
 
+from django.utils.translation import gettext, pgettext, pgettext_lazy
+from django.utils.translation import gettext_lazy as _
+
 from django_durajobs import job
 
 from . import backups, outside, servers, shop, sites
@@ -31,12 +34,12 @@ DNS_RECHECK = timedelta(seconds=5)
 
 @job(
     "deploy_site",
-    title="Deploy a site",
+    title=_("Deploy a site"),
     steps=[
-        ("build", "Build"),
-        ("upload", "Upload to the webroot"),
-        ("dns", "Wait for DNS"),
-        ("switch", "Switch traffic"),
+        ("build", _("Build")),
+        ("upload", _("Upload to the webroot")),
+        ("dns", _("Wait for DNS")),
+        ("switch", _("Switch traffic")),
     ],
 )
 def deploy_site(job, ctx):
@@ -56,7 +59,9 @@ def wait_for_dns(ctx, domain):
     look again: a timed wait, which nobody has to resume."""
     target = sites.dns_answer(domain)
     if target is None:
-        ctx.wait_external(f"DNS record for {domain} not visible yet", resume_at=DNS_RECHECK)
+        ctx.wait_external(
+            gettext("DNS record for %(domain)s not visible yet") % {"domain": domain}, resume_at=DNS_RECHECK
+        )
     return {"target": target}
 
 
@@ -73,12 +78,12 @@ def undo_deploy(job, ctx):
 
 @job(
     "process_order",
-    title="Process an order",
+    title=_("Process an order"),
     steps=[
-        ("reserve_stock", "Reserve stock"),
-        ("payment", "Wait for payment"),
-        ("book_courier", "Book the courier"),
-        ("ship", "Mark shipped"),
+        ("reserve_stock", _("Reserve stock")),
+        ("payment", _("Wait for payment")),
+        ("book_courier", _("Book the courier")),
+        ("ship", _("Mark shipped")),
     ],
 )
 def process_order(job, ctx):
@@ -100,7 +105,7 @@ def start_order_processing(number, **enqueue_options):
         subject={"order": number},
         subject_type=ORDER_SUBJECT_TYPE,
         subject_id=number,
-        label=f"Process order {number}",
+        label=gettext("Process order %(number)s") % {"number": number},
         idempotency_key=f"process-order-{number}",
         **enqueue_options,
     )
@@ -116,26 +121,32 @@ def wait_for_payment(ctx, number):
     return ctx.wait_for_event(shop.payment_event(number))
 
 
-REFUND_ACTIONS = [
-    {"id": "approve", "label": "Approve refund", "description": "Pay the money back and restock the goods."},
-    {"id": "decline", "label": "Decline", "description": "Keep the order as it is."},
-]
+def refund_actions() -> list[dict[str, str]]:
+    """The choices of a refund's approval, in the language active when it is asked (they are stored)."""
+    return [
+        {
+            "id": "approve",
+            "label": gettext("Approve refund"),
+            "description": gettext("Pay the money back and restock the goods."),
+        },
+        {"id": "decline", "label": gettext("Decline"), "description": gettext("Keep the order as it is.")},
+    ]
 
 
 @job(
     "refund_order",
-    title="Refund an order",
+    title=_("Refund an order"),
     steps=[
-        ("approval", "Approval"),
-        ("refund_payment", "Pay the money back"),
-        ("restock", "Restock and mark refunded"),
+        ("approval", _("Approval")),
+        ("refund_payment", _("Pay the money back")),
+        ("restock", _("Restock and mark refunded")),
     ],
 )
 def refund_order(job, ctx):
     number = job.subject["order"]
     decision = ctx.step("approval", lambda: ask_for_approval(ctx, number))
     if decision["action"] == "decline":
-        return {"order": number, "refunded": False, "reason": "The refund was declined."}
+        return {"order": number, "refunded": False, "reason": gettext("The refund was declined.")}
     reference = ctx.step("refund_payment", lambda: outside.refund_payment(number, decision["amount"]))
     ctx.step("restock", lambda: shop.restock_refunded(number, reference), atomic=True)
     return {"order": number, "refunded": True, "amount": decision["amount"], "refund_reference": reference}
@@ -147,7 +158,7 @@ def start_refund(number, **enqueue_options):
         subject={"order": number},
         subject_type=ORDER_SUBJECT_TYPE,
         subject_id=number,
-        label=f"Refund order {number}",
+        label=gettext("Refund order %(number)s") % {"number": number},
         idempotency_key=f"refund-order-{number}",
         **enqueue_options,
     )
@@ -157,7 +168,7 @@ def ask_for_approval(ctx, number):
     """A person's answer, checkpointed with the amount to refund; asks (and waits) until there is one."""
     amount = str(shop.refundable_amount(number))
     if ctx.resume_action not in ("approve", "decline"):
-        ctx.needs_user(shop.refund_question(number), actions=REFUND_ACTIONS)
+        ctx.needs_user(shop.refund_question(number), actions=refund_actions())
     return {"action": ctx.resume_action, "amount": amount}
 
 
@@ -172,8 +183,12 @@ def database_key(subject):
 
 @job(
     "backup_database",
-    title="Back up the shop database",
-    steps=[("dump", "Dump the tables to JSON"), ("compress", "Compress"), ("record", "Record the backup")],
+    title=_("Back up the shop database"),
+    steps=[
+        ("dump", _("Dump the tables to JSON")),
+        ("compress", _("Compress")),
+        ("record", _("Record the backup")),
+    ],
     concurrency_key=database_key,
 )
 def backup_database(job, ctx):
@@ -183,21 +198,27 @@ def backup_database(job, ctx):
     return {"backup_id": backup_id, **written}
 
 
-RESTORE_ACTIONS = [
-    {"id": "restore", "label": "Restore", "description": "Take a safety copy, then replace the data."},
-    {"id": "keep", "label": "Keep the current data"},
-]
+def restore_actions() -> list[dict[str, str]]:
+    """The choices of a restore's confirmation, in the language active when it is asked (they are stored)."""
+    return [
+        {
+            "id": "restore",
+            "label": pgettext("action", "Restore"),
+            "description": gettext("Take a safety copy, then replace the data."),
+        },
+        {"id": "keep", "label": gettext("Keep the current data")},
+    ]
 
 
 @job(
     "restore_database",
-    title="Restore the shop database",
+    title=_("Restore the shop database"),
     steps=[
-        ("confirm", "Confirm"),
-        ("safety_copy", "Back up the current state"),
-        ("record_safety_copy", "Record the safety copy"),
-        ("verify", "Verify the backup"),
-        ("restore", "Restore"),
+        ("confirm", _("Confirm")),
+        ("safety_copy", _("Back up the current state")),
+        ("record_safety_copy", _("Record the safety copy")),
+        ("verify", _("Verify the backup")),
+        ("restore", pgettext_lazy("step", "Restore")),
     ],
     concurrency_key=database_key,
 )
@@ -206,7 +227,7 @@ def restore_database(job, ctx):
     # A restore throws away everything that happened since the backup (orders paid, stock
     # reserved), so a person confirms it when it is time, rather than whenever a worker gets to it.
     if ctx.step("confirm", lambda: ask_to_restore(ctx, backup_id)) == "keep":
-        return {"restored": False, "reason": "The current data was kept."}
+        return {"restored": False, "reason": gettext("The current data was kept.")}
     written = ctx.step("safety_copy", lambda: backups.write(f"backups/safety-before-job{job.pk}.json"))
     safety_id = ctx.step(
         "record_safety_copy", lambda: backups.record(written, Backup.Purpose.SAFETY), atomic=True
@@ -218,7 +239,7 @@ def restore_database(job, ctx):
 
 def ask_to_restore(ctx, backup_id):
     if ctx.resume_action not in ("restore", "keep"):
-        ctx.needs_user(backups.restore_question(backup_id), actions=RESTORE_ACTIONS)
+        ctx.needs_user(backups.restore_question(backup_id), actions=restore_actions())
     return ctx.resume_action
 
 
@@ -227,7 +248,7 @@ def undo_restore(job, ctx):
     """Put back the state from before the restore, from the safety copy the restore took."""
     if not (job.result or {}).get("restored"):
         # Kept, or not finished: the restore step is atomic, so the data was never replaced.
-        ctx.log("The data was never replaced; there is nothing to put back.")
+        ctx.log(gettext("The data was never replaced; there is nothing to put back."))
         return
     safety_id = job.result["safety_backup"]
     ctx.step("verify", lambda: backups.verify(safety_id))
@@ -239,8 +260,8 @@ def undo_restore(job, ctx):
 
 @job(
     "update_module",
-    title="Update a module on every server",
-    steps=[("fan_out", "Start one job per server"), ("verify", "Check every server")],
+    title=_("Update a module on every server"),
+    steps=[("fan_out", _("Start one job per server")), ("verify", _("Check every server"))],
 )
 def update_module(job, ctx):
     module, version = job.subject["module"], job.subject["version"]
@@ -251,7 +272,8 @@ def update_module(job, ctx):
                 "update_module_on_server",
                 name,
                 subject={"server": name, "module": module, "version": version},
-                label=f"Update {module} to {version} on {name}",
+                label=gettext("Update %(module)s to %(version)s on %(server)s")
+                % {"module": module, "version": version, "server": name},
             ).pk
             for name in servers.names()
         ],
@@ -267,8 +289,8 @@ def update_module(job, ctx):
 
 @job(
     "update_module_on_server",
-    title="Update a module on one server",
-    steps=[("copy_package", "Copy the package"), ("install", "Install")],
+    title=_("Update a module on one server"),
+    steps=[("copy_package", _("Copy the package")), ("install", _("Install"))],
 )
 def update_module_on_server(job, ctx):
     name, module, version = job.subject["server"], job.subject["module"], job.subject["version"]
@@ -281,8 +303,8 @@ def update_module_on_server(job, ctx):
 
 @job(
     "flaky_call",
-    title="Fetch exchange rates from a flaky partner API",
-    steps=[("fetch", "Call the partner API"), ("store", "Store the rates")],
+    title=_("Fetch exchange rates from a flaky partner API"),
+    steps=[("fetch", _("Call the partner API")), ("store", _("Store the rates"))],
     # outside.PartnerApiUnavailable says it is retryable; each failed try waits twice as long as
     # the one before: 5 s, 10 s, 20 s, 40 s. The demo's partner API fails four times: the fifth
     # try, over a minute after the first, succeeds.

@@ -1,6 +1,7 @@
 """Updating a module on the server fleet, one server at a time."""
 
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from django_durajobs import JobError
 
@@ -39,8 +40,20 @@ def verify_rollout(module: str, version: str, family: dict) -> dict:
     if failed:
         raise JobError(
             "partial_rollout",
-            f"{module} {version} failed on {len(failed)} of {len(servers)} servers: {', '.join(failed)}. "
-            "Their jobs say why; repair those servers, retry their jobs, then retry this one.",
+            ngettext(
+                "%(module)s %(version)s failed on %(failed)s of %(count)s server: %(names)s. "
+                "Their jobs say why; repair those servers, retry their jobs, then retry this one.",
+                "%(module)s %(version)s failed on %(failed)s of %(count)s servers: %(names)s. "
+                "Their jobs say why; repair those servers, retry their jobs, then retry this one.",
+                len(servers),
+            )
+            % {
+                "module": module,
+                "version": version,
+                "failed": len(failed),
+                "count": len(servers),
+                "names": ", ".join(failed),
+            },
         )
     return {"module": module, "version": version, "servers": servers}
 

@@ -4,6 +4,7 @@
 from decimal import Decimal
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from django_durajobs import JobError
 
@@ -20,7 +21,8 @@ def reserve_stock(number: str) -> dict:
     if product.stock < order.quantity:
         raise JobError(
             "out_of_stock",
-            f"Order {number} needs {order.quantity} × {product.name}; {product.stock} in stock.",
+            _("Order %(number)s needs %(quantity)s × %(product)s; %(stock)s in stock.")
+            % {"number": number, "quantity": order.quantity, "product": product.name, "stock": product.stock},
         )
     product.stock -= order.quantity
     product.save(update_fields=["stock"])
@@ -54,15 +56,26 @@ def refundable_amount(number: str) -> Decimal:
     """What a refund of the order pays back; refuses an order that was not paid or was refunded."""
     order = Order.objects.get(number=number)
     if order.paid_at is None:
-        raise JobError("not_refundable", f"Order {number} was never paid; there is nothing to refund.")
+        raise JobError(
+            "not_refundable",
+            _("Order %(number)s was never paid; there is nothing to refund.") % {"number": number},
+        )
     if order.refunded_at is not None:
-        raise JobError("not_refundable", f"Order {number} was refunded on {order.refunded_at:%Y-%m-%d}.")
+        raise JobError(
+            "not_refundable",
+            _("Order %(number)s was refunded on %(date)s.")
+            % {"number": number, "date": f"{order.refunded_at:%Y-%m-%d}"},
+        )
     return order.total
 
 
 def refund_question(number: str) -> str:
     order = Order.objects.get(number=number)
-    return f"Refund {refundable_amount(number)} EUR to {order.customer_email} for order {number}?"
+    return _("Refund %(amount)s EUR to %(email)s for order %(number)s?") % {
+        "amount": refundable_amount(number),
+        "email": order.customer_email,
+        "number": number,
+    }
 
 
 def restock_refunded(number: str, refund_reference: str) -> dict:

@@ -4,6 +4,8 @@ import io
 import shutil
 import tarfile
 
+from django.utils.translation import gettext as _
+
 from django_durajobs import JobError
 
 from .files import demo_file, replace_with, sha256_of
@@ -33,7 +35,11 @@ def upload(domain: str, version: str, built: dict) -> dict:
     uploaded = f"webroot/{domain}/releases/{version}.tar.gz"
     replace_with(demo_file(uploaded), lambda path: shutil.copyfile(demo_file(built["artifact"]), path))
     if sha256_of(demo_file(uploaded)) != built["sha256"]:
-        raise JobError("upload_corrupted", f"The upload of {domain} {version} does not match its build.")
+        raise JobError(
+            "upload_corrupted",
+            _("The upload of %(domain)s %(version)s does not match its build.")
+            % {"domain": domain, "version": version},
+        )
     return {"path": uploaded, "sha256": built["sha256"]}
 
 
@@ -41,7 +47,10 @@ def dns_answer(domain: str) -> str | None:
     """What resolvers answer for ``domain``; None while its record's change propagates."""
     record = DnsRecord.objects.filter(name=domain).first()
     if record is None:
-        raise JobError("no_dns_record", f"{domain} has no DNS record: add one, then retry this job.")
+        raise JobError(
+            "no_dns_record",
+            _("%(domain)s has no DNS record: add one, then retry this job.") % {"domain": domain},
+        )
     return record.target if record.is_visible() else None
 
 
@@ -51,7 +60,7 @@ def switch_traffic(domain: str, version: str, uploaded: dict) -> dict:
     Database writes only: run it in an atomic step, so that it happens exactly once.
     """
     site = Site.objects.select_for_update().get(domain=domain)
-    release, _ = Release.objects.get_or_create(
+    release, _created = Release.objects.get_or_create(
         site=site, version=version, defaults={"artifact": uploaded["path"], "sha256": uploaded["sha256"]}
     )
     if site.live_release_id != release.pk:
@@ -71,12 +80,15 @@ def switch_back(domain: str, version: str) -> dict:
     release = Release.objects.filter(site=site, version=version).select_related("replaced").first()
     live = site.live_release.version if site.live_release else None
     if release is None:
-        return {"live": live, "note": f"Traffic was never switched to {version}."}
+        return {"live": live, "note": _("Traffic was never switched to %(version)s.") % {"version": version}}
     if site.live_release_id != release.pk:
         raise JobError(
             "superseded",
-            f"{domain} now serves {live or 'no release'}, not {version}: reverting this deploy would "
-            "take that release down. Deploy the release you want instead.",
+            _(
+                "%(domain)s now serves %(live)s, not %(version)s: reverting this deploy would "
+                "take that release down. Deploy the release you want instead."
+            )
+            % {"domain": domain, "live": live or _("no release"), "version": version},
         )
     site.live_release = release.replaced
     site.save(update_fields=["live_release"])

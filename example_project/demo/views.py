@@ -4,6 +4,7 @@ import hmac
 
 from django.conf import settings
 from django.http import JsonResponse
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
@@ -21,9 +22,9 @@ def payment_callback(request, number):
     """
     signature = request.headers.get("X-Demo-Signature", "")
     if not hmac.compare_digest(signature.encode(), settings.DEMO_PAYMENT_SECRET.encode()):
-        return JsonResponse({"error": "The X-Demo-Signature header is missing or wrong."}, status=403)
+        return JsonResponse({"error": _("The X-Demo-Signature header is missing or wrong.")}, status=403)
     if not Order.objects.filter(number=number).exists():
-        return JsonResponse({"error": f"There is no order {number}."}, status=404)
+        return JsonResponse({"error": _("There is no order %(number)s.") % {"number": number}}, status=404)
     order, first_delivery = record_payment(number, by="payment provider")
     return JsonResponse(
         {"order": order.number, "paid_at": order.paid_at.isoformat(), "first_delivery": first_delivery}

@@ -6,12 +6,16 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 USERNAME = "admin"
 
 
 class Command(BaseCommand):
-    help = "Create the demo's superuser 'admin' with a random password (once), and print the login."
+    help = gettext_lazy(
+        "Create the demo's superuser 'admin' with a random password (once), and print the login."
+    )
 
     def handle(self, *args, **options):
         # The password is kept beside the demo's database, so every run can print it again.
@@ -26,5 +30,7 @@ class Command(BaseCommand):
             password_file.write_text(kept + "\n")
             user_model.objects.create_superuser(USERNAME, "admin@example.com", kept)
         elif kept is None or not user.check_password(kept):
-            kept = "(the one you set: this command did not change it)"
-        self.stdout.write(f"username {USERNAME}, password {kept}")
+            kept = _("(the one you set: this command did not change it)")
+        self.stdout.write(
+            _("username %(username)s, password %(password)s") % {"username": USERNAME, "password": kept}
+        )

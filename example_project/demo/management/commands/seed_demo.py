@@ -7,6 +7,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from example_project.demo import backups, sites
 from example_project.demo.jobs import (
@@ -39,7 +41,9 @@ BROKEN_SERVERS = {
 
 
 class Command(BaseCommand):
-    help = "Create the demo data and start one job of each kind. Running it again changes nothing."
+    help = gettext_lazy(
+        "Create the demo data and start one job of each kind. Running it again changes nothing."
+    )
 
     def handle(self, *args, **options):
         with transaction.atomic():
@@ -49,8 +53,11 @@ class Command(BaseCommand):
             PartnerApi.objects.get_or_create(name="exchange-rates", defaults={"failures_before_success": 4})
         seed_backup = self.create_backup()
         for job, created in self.start_jobs(seed_backup):
-            verb = "Started" if created else "Already started"
-            self.stdout.write(f"{verb}: job {job.pk}, {job.label}")
+            if created:
+                line = _("Started: job %(job)s, %(label)s")
+            else:
+                line = _("Already started: job %(job)s, %(label)s")
+            self.stdout.write(line % {"job": job.pk, "label": job.label})
 
     def create_site(self):
         site, created = Site.objects.get_or_create(domain=DOMAIN)
@@ -132,30 +139,31 @@ class Command(BaseCommand):
             subject={"domain": DOMAIN, "version": "1.1.0"},
             subject_type="demo.site",
             subject_id=DOMAIN,
-            label=f"Deploy {DOMAIN} 1.1.0",
+            label=_("Deploy %(domain)s %(version)s") % {"domain": DOMAIN, "version": "1.1.0"},
             idempotency_key=f"deploy-{DOMAIN}-1.1.0",
             **seeded,
         )
         yield start_order_processing("1002", **seeded)
         yield start_refund("1001", **seeded)
         yield backup_database.enqueue(
-            label="Back up the shop database", idempotency_key="seed-backup", **seeded
+            label=_("Back up the shop database"), idempotency_key="seed-backup", **seeded
         )
         yield restore_database.enqueue(
             subject={"backup_id": seed_backup.pk},
-            label=f"Restore the shop database from backup {seed_backup.pk}",
+            label=_("Restore the shop database from backup %(backup)s") % {"backup": seed_backup.pk},
             idempotency_key=f"seed-restore-{seed_backup.pk}",
             **seeded,
         )
         yield update_module.enqueue(
             subject={"module": "payments", "version": "2.4.0"},
-            label="Update payments to 2.4.0 on every server",
+            label=_("Update %(module)s to %(version)s on every server")
+            % {"module": "payments", "version": "2.4.0"},
             idempotency_key="update-payments-2.4.0",
             **seeded,
         )
         yield flaky_call.enqueue(
             subject={"api": "exchange-rates"},
-            label="Fetch exchange rates",
+            label=_("Fetch exchange rates"),
             idempotency_key="seed-fetch-exchange-rates",
             **seeded,
         )
