@@ -20,6 +20,7 @@ from asgiref.sync import sync_to_async
 from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from . import store
 from .conf import get_setting
@@ -45,6 +46,11 @@ def get_job(job: JobRef) -> Job:
     return found
 
 
+def _invalid(message: str, **values: Any) -> JobError:
+    """An ``invalid_input`` refusal: the translated ``message`` with its placeholders filled in."""
+    return JobError("invalid_input", message % values)
+
+
 def actor_name(by: Any) -> str:
     if by is None:
         return "system"
@@ -68,18 +74,31 @@ def _transition(job: JobRef, decide: Callable[[Job, datetime], Decision]) -> Job
     return get_job(current.pk)
 
 
-def _allowed(event: Event, current: Job, code: str, refusal: str, also: Event | None = None) -> Transition:
-    """The event's transition for ``current`` as read; ``JobError(code)`` when its status refuses it.
+#: Each operation's refusal of a job its status does not allow: its code, and its message.
+REFUSAL_CODES = {
+    Event.RESUME: "job_not_resumable",
+    Event.RETRY: "job_not_retryable",
+    Event.PAUSE: "job_not_pausable",
+    Event.CANCEL: "job_not_cancellable",
+    Event.REVERT: "job_not_revertible",
+}
+REFUSALS = {
+    Event.RESUME: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be resumed."),
+    Event.RETRY: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be retried."),
+    Event.PAUSE: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be paused."),
+    Event.CANCEL: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be cancelled."),
+    Event.REVERT: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be reverted."),
+}
 
-    ``refusal`` is the translated message, with the placeholders ``job``, ``status`` and ``allowed``.
-    """
+
+def _allowed(event: Event, current: Job, also: Event | None = None) -> Transition:
+    """The event's transition for ``current`` as read; its ``REFUSALS`` entry when its status refuses it."""
     try:
         return transition(event, current.phase, current.status)
     except NotAllowed:
-        allowed = described(event, *([also] if also else []))
-        raise JobError(
-            code, refusal % {"job": current.pk, "status": current.status, "allowed": allowed}
-        ) from None
+        allowed = described(event, *filter(None, [also]))
+        shown = dict(job=current.pk, status=current.status, allowed=allowed)
+        raise JobError(REFUSAL_CODES[event], REFUSALS[event] % shown) from None
 
 
 # The decisions: what each operation does to a job as read, at ``now`` -----------------------------
@@ -93,100 +112,58 @@ DECISION_COLUMNS = ("id", "label", "kind", "status", "phase", "queue", "parent_i
 def decide_resume(
     current: Job, now: datetime, by: Any, action: str | None = None, data: Any = None
 ) -> Decision:
-    resumed = _allowed(
-        Event.RESUME,
-        current,
-        "job_not_resumable",
-        _("Job %(job)s is %(status)s; only %(allowed)s jobs can be resumed."),
-    )
+    resumed = _allowed(Event.RESUME, current)
     offered = [entry["id"] for entry in current.actions or []]
+    shown = dict(job=current.pk, actions=", ".join(offered), action=repr(action), actor=actor_name(by))
     if action is None and offered and current.status == Status.NEEDS_USER:
-        raise JobError(
-            "invalid_input",
-            _("Job %(job)s asks a question; resume it with one of its answers: %(answers)s.")
-            % {"job": current.pk, "answers": ", ".join(offered)},
-        )
+        message = _("Job %(job)s asks a question; resume it with one of its answers: %(actions)s.")
+        raise JobError("invalid_input", message % shown)
     if action is not None and action not in offered:
         if not offered:
-            raise JobError(
-                "invalid_input",
-                _("Job %(job)s offers no actions; resume it without one.") % {"job": current.pk},
-            )
-        raise JobError(
-            "invalid_input",
-            _("Job %(job)s offers the actions %(actions)s; %(action)s is not one of them.")
-            % {"job": current.pk, "actions": ", ".join(offered), "action": repr(action)},
+            raise _invalid(_("Job %(job)s offers no actions; resume it without one."), **shown)
+        raise _invalid(
+            _("Job %(job)s offers the actions %(actions)s; %(action)s is not one of them."), **shown
         )
     fields = resumed.values(now, resume_action=action or "", resume_data=data)
     if action:
-        return fields, _("Resumed with %(action)s by %(actor)s.") % {
-            "action": repr(action),
-            "actor": actor_name(by),
-        }
-    return fields, _("Resumed by %(actor)s.") % {"actor": actor_name(by)}
+        return fields, _("Resumed with %(action)s by %(actor)s.") % shown
+    return fields, _("Resumed by %(actor)s.") % shown
 
 
 def decide_retry(current: Job, now: datetime, by: Any) -> Decision:
-    retried = _allowed(
-        Event.RETRY,
-        current,
-        "job_not_retryable",
-        _("Job %(job)s is %(status)s; only %(allowed)s jobs can be retried."),
-    )
+    retried = _allowed(Event.RETRY, current)
+    actor = {"actor": actor_name(by)}
     if current.phase == Phase.REVERT:
-        return retried.values(now), _("Revert retried by %(actor)s.") % {"actor": actor_name(by)}
-    return retried.values(now), _("Retried by %(actor)s.") % {"actor": actor_name(by)}
+        return retried.values(now), _("Revert retried by %(actor)s.") % actor
+    return retried.values(now), _("Retried by %(actor)s.") % actor
 
 
 def decide_pause(current: Job, now: datetime, by: Any) -> Decision:
+    actor = {"actor": actor_name(by)}
     if allows(Event.REQUEST_PAUSE, current.phase, current.status):
         fields = transition(Event.REQUEST_PAUSE, current.phase).values(now)
-        return fields, _("Pause requested by %(actor)s; it pauses at its next step.") % {
-            "actor": actor_name(by)
-        }
-    paused = _allowed(
-        Event.PAUSE,
-        current,
-        "job_not_pausable",
-        _("Job %(job)s is %(status)s; only %(allowed)s jobs can be paused."),
-        also=Event.REQUEST_PAUSE,
-    )
-    return paused.values(now), _("Paused by %(actor)s.") % {"actor": actor_name(by)}
+        return fields, _("Pause requested by %(actor)s; it pauses at its next step.") % actor
+    paused = _allowed(Event.PAUSE, current, also=Event.REQUEST_PAUSE)
+    return paused.values(now), _("Paused by %(actor)s.") % actor
 
 
 def decide_cancel(current: Job, now: datetime, by: Any) -> Decision:
+    actor = {"actor": actor_name(by)}
     if allows(Event.REQUEST_CANCEL, current.phase, current.status):
         fields = transition(Event.REQUEST_CANCEL, current.phase).values(now)
-        return fields, _("Cancel requested by %(actor)s; it stops at its next step.") % {
-            "actor": actor_name(by)
-        }
+        return fields, _("Cancel requested by %(actor)s; it stops at its next step.") % actor
     if current.status == Status.REVERTING:
-        raise JobError(
-            "job_not_cancellable",
-            _("Job %(job)s is reverting; a revert cannot be cancelled.") % {"job": current.pk},
-        )
-    cancelled = _allowed(
-        Event.CANCEL,
-        current,
-        "job_not_cancellable",
-        _("Job %(job)s is %(status)s; only %(allowed)s jobs can be cancelled."),
-        also=Event.REQUEST_CANCEL,
-    )
-    return cancelled.values(now), _("Cancelled by %(actor)s.") % {"actor": actor_name(by)}
+        message = _("Job %(job)s is reverting; a revert cannot be cancelled.") % {"job": current.pk}
+        raise JobError("job_not_cancellable", message)
+    cancelled = _allowed(Event.CANCEL, current, also=Event.REQUEST_CANCEL)
+    return cancelled.values(now), _("Cancelled by %(actor)s.") % actor
 
 
 def decide_revert(current: Job, now: datetime, by: Any) -> Decision:
     if not has_revert(current.kind):
-        raise JobError(
-            "job_not_revertible",
-            _("Job %(job)s (%(kind)s) has no revert.") % {"job": current.pk, "kind": current.kind},
-        )
-    reverted = _allowed(
-        Event.REVERT,
-        current,
-        "job_not_revertible",
-        _("Job %(job)s is %(status)s; only %(allowed)s jobs can be reverted."),
-    )
+        message = _("Job %(job)s (%(kind)s) has no revert.") % {"job": current.pk, "kind": current.kind}
+        raise JobError("job_not_revertible", message)
+    reverted = _allowed(Event.REVERT, current)
     return reverted.values(now), _("Revert requested by %(actor)s.") % {"actor": actor_name(by)}
 
 
@@ -199,18 +176,12 @@ def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = N
     A question with offered answers is resumed with one of them; a job that offered none, without one.
     """
     if action is not None and (not isinstance(action, str) or not action):
-        raise JobError(
-            "invalid_input",
-            _("An action must be a non-empty string, not %(value)s.") % {"value": short_repr(action)},
-        )
+        raise _invalid(_("An action must be a non-empty string, not %(value)s."), value=short_repr(action))
     if action is not None:
         check_text(action, _("The action"))
         if len(action) > ACTION_ID_MAX_LENGTH:
-            raise JobError(
-                "invalid_input",
-                _("An action is at most %(limit)s characters long, not %(length)s.")
-                % {"limit": ACTION_ID_MAX_LENGTH, "length": len(action)},
-            )
+            message = _("An action is at most %(limit)s characters long, not %(length)s.")
+            raise _invalid(message, limit=ACTION_ID_MAX_LENGTH, length=len(action))
     data = to_json(
         data,
         what=_("The resume data"),
@@ -248,9 +219,8 @@ def wake(job_id: int) -> bool:
         if due and current.on_deadline and allows(Event.DEADLINE, current.phase, current.status):
             action = current.on_deadline
             fields = transition(Event.DEADLINE, current.phase).values(now, resume_action=action)
-            return fields, _("Nobody answered: resolved with %(action)s by its deadline.") % {
-                "action": repr(action)
-            }
+            line = _("Nobody answered: resolved with %(action)s by its deadline.") % {"action": repr(action)}
+            return fields, line
         raise JobError("job_not_resumable", _("No longer a due timed wait."))
 
     try:
@@ -388,11 +358,8 @@ def apply_to_many(
     BulkOutcome(changed=19990, refused=Counter({'job_not_retryable': 10}), ...)
     """
     if operation not in DECISIONS:
-        raise JobError(
-            "invalid_input",
-            _("No operation %(operation)s; one of %(operations)s.")
-            % {"operation": repr(operation), "operations": ", ".join(DECISIONS)},
-        )
+        message = _("No operation %(operation)s; one of %(operations)s.")
+        raise _invalid(message, operation=repr(operation), operations=", ".join(DECISIONS))
     outcome = BulkOutcome()
     for batch in id_batches(jobs):
         changed = _apply_to_batch(operation, batch, by, arguments, outcome)
@@ -463,29 +430,22 @@ UPDATABLE = frozenset({"progress", "eta_at", "label", "external_ref", "wait_reas
 def _updated_value(name: str, value: Any) -> Any:
     if name == "progress":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
-            raise JobError(
-                "invalid_input",
-                _("progress must be a number from 0 to 100, not %(value)s.") % {"value": short_repr(value)},
+            raise _invalid(
+                _("progress must be a number from 0 to 100, not %(value)s."), value=short_repr(value)
             )
         return round(value)
     if name == "eta_at":
         if value is not None and not (isinstance(value, datetime) and timezone.is_aware(value)):
-            raise JobError(
-                "invalid_input",
-                _("eta_at must be a timezone-aware datetime or None, not %(value)s.")
-                % {"value": short_repr(value)},
-            )
+            message = _("eta_at must be a timezone-aware datetime or None, not %(value)s.")
+            raise _invalid(message, value=short_repr(value))
         return value
     text = "" if value is None else str(value)
     if name in ("wait_reason", "user_message"):
         return shown_text(check_text(check_message(text, name), name))
     limit = concrete_field(Job, name).max_length
     if limit and len(text) > limit:
-        raise JobError(
-            "invalid_input",
-            _("%(field)s is %(length)s characters long; the limit is %(limit)s.")
-            % {"field": name, "length": f"{len(text):,}", "limit": limit},
-        )
+        message = _("%(field)s is %(length)s characters long; the limit is %(limit)s.")
+        raise _invalid(message, field=name, length=f"{len(text):,}", limit=limit)
     return check_text(text, name)
 
 
@@ -497,11 +457,8 @@ def update(job: JobRef, **fields: Any) -> Job:
     """
     unknown = sorted(set(fields) - UPDATABLE)
     if unknown:
-        raise JobError(
-            "invalid_input",
-            _("update() does not accept %(unknown)s; it accepts %(accepted)s.")
-            % {"unknown": ", ".join(unknown), "accepted": ", ".join(sorted(UPDATABLE))},
-        )
+        message = _("update() does not accept %(unknown)s; it accepts %(accepted)s.")
+        raise _invalid(message, unknown=", ".join(unknown), accepted=", ".join(sorted(UPDATABLE)))
     values = {name: _updated_value(name, value) for name, value in fields.items()}
     current = get_job(job)
     store.update_shown_fields(current, values)
@@ -517,9 +474,8 @@ def run_again(job: JobRef, by: Any = None) -> Job:
     original's key followed by ``:again:`` and a random part), so the copy never folds into it."""
     current = get_job(job)
     if current.status not in TERMINAL:
-        raise JobError(
-            "job_not_ended", _("Job %(job)s has not ended; it cannot be run again yet.") % {"job": current.pk}
-        )
+        message = _("Job %(job)s has not ended; it cannot be run again yet.") % {"job": current.pk}
+        raise JobError("job_not_ended", message)
     key = None
     if current.idempotency_key:
         suffix = f":again:{uuid.uuid4().hex[:12]}"
