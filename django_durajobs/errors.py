@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.utils.translation import gettext as _
+
 
 class JobError(Exception):
     """A refused call or a failed job, with a stable machine-readable ``code``.
@@ -42,7 +44,7 @@ class EventTimeout(JobTimeout):
     """
 
     def __init__(self, name: str, nth: int = 1) -> None:
-        super().__init__(f"The wait for event {name} timed out.")
+        super().__init__(_("The wait for event %(name)s timed out.") % {"name": name})
         self.event_name = name
         #: Which of the run's waits for this name it was (1 for the first).
         self.nth = nth

@@ -19,6 +19,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from . import store
 from .conf import get_setting
@@ -40,8 +42,13 @@ def get_job(job: JobRef) -> Job:
     pk = to_job_id(job)
     found = Job.objects.filter(pk=pk).first()
     if found is None:
-        raise JobError("job_not_found", f"Job {pk} does not exist.")
+        raise JobError("job_not_found", _("Job %(job)s does not exist.") % {"job": pk})
     return found
+
+
+def _invalid(message: str, **values: Any) -> JobError:
+    """An ``invalid_input`` refusal: the translated ``message`` with its placeholders filled in."""
+    return JobError("invalid_input", message % values)
 
 
 def actor_name(by: Any) -> str:
@@ -54,28 +61,44 @@ def actor_name(by: Any) -> str:
 
 def _transition(job: JobRef, decide: Callable[[Job, datetime], Decision]) -> Job:
     """Apply ``decide(current, now)`` if the status is still the one decided from; retry on a race."""
-    for _ in range(10):
+    for _attempt in range(10):
         current = get_job(job)
         fields, log_line = decide(current, timezone.now())
         if store.change_status(current, fields, log_line):
             break
     else:
-        raise JobError("job_busy", f"Job {current.pk} kept changing; try again.")
+        raise JobError("job_busy", _("Job %(job)s kept changing; try again.") % {"job": current.pk})
     if isinstance(job, Job):
         job.refresh_from_db()
         return job
     return get_job(current.pk)
 
 
-def _allowed(event: Event, current: Job, code: str, what: str, also: Event | None = None) -> Transition:
-    """The event's transition for ``current`` as read; ``JobError(code)`` when its status refuses it."""
+#: Each operation's refusal of a job its status does not allow: its code, and its message.
+REFUSAL_CODES = {
+    Event.RESUME: "job_not_resumable",
+    Event.RETRY: "job_not_retryable",
+    Event.PAUSE: "job_not_pausable",
+    Event.CANCEL: "job_not_cancellable",
+    Event.REVERT: "job_not_revertible",
+}
+REFUSALS = {
+    Event.RESUME: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be resumed."),
+    Event.RETRY: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be retried."),
+    Event.PAUSE: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be paused."),
+    Event.CANCEL: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be cancelled."),
+    Event.REVERT: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be reverted."),
+}
+
+
+def _allowed(event: Event, current: Job, also: Event | None = None) -> Transition:
+    """The event's transition for ``current`` as read; its ``REFUSALS`` entry when its status refuses it."""
     try:
         return transition(event, current.phase, current.status)
     except NotAllowed:
-        allowed = described(event, *([also] if also else []))
-        raise JobError(
-            code, f"Job {current.pk} is {current.status}; only {allowed} jobs can be {what}."
-        ) from None
+        allowed = described(event, *filter(None, [also]))
+        shown = dict(job=current.pk, status=current.status, allowed=allowed)
+        raise JobError(REFUSAL_CODES[event], REFUSALS[event] % shown) from None
 
 
 # The decisions: what each operation does to a job as read, at ``now`` -----------------------------
@@ -89,54 +112,59 @@ DECISION_COLUMNS = ("id", "label", "kind", "status", "phase", "queue", "parent_i
 def decide_resume(
     current: Job, now: datetime, by: Any, action: str | None = None, data: Any = None
 ) -> Decision:
-    resumed = _allowed(Event.RESUME, current, "job_not_resumable", "resumed")
+    resumed = _allowed(Event.RESUME, current)
     offered = [entry["id"] for entry in current.actions or []]
+    shown = dict(job=current.pk, actions=", ".join(offered), action=repr(action), actor=actor_name(by))
     if action is None and offered and current.status == Status.NEEDS_USER:
-        raise JobError(
-            "invalid_input",
-            f"Job {current.pk} asks a question; resume it with one of its answers: {', '.join(offered)}.",
-        )
+        message = _("Job %(job)s asks a question; resume it with one of its answers: %(actions)s.")
+        raise JobError("invalid_input", message % shown)
     if action is not None and action not in offered:
         if not offered:
-            raise JobError("invalid_input", f"Job {current.pk} offers no actions; resume it without one.")
-        raise JobError(
-            "invalid_input",
-            f"Job {current.pk} offers the actions {', '.join(offered)}; {action!r} is not one of them.",
+            raise _invalid(_("Job %(job)s offers no actions; resume it without one."), **shown)
+        raise _invalid(
+            _("Job %(job)s offers the actions %(actions)s; %(action)s is not one of them."), **shown
         )
-    chosen = f" with {action!r}" if action else ""
     fields = resumed.values(now, resume_action=action or "", resume_data=data)
-    return fields, f"Resumed{chosen} by {actor_name(by)}."
+    if action:
+        return fields, _("Resumed with %(action)s by %(actor)s.") % shown
+    return fields, _("Resumed by %(actor)s.") % shown
 
 
 def decide_retry(current: Job, now: datetime, by: Any) -> Decision:
-    retried = _allowed(Event.RETRY, current, "job_not_retryable", "retried")
-    what = "Revert retried" if current.phase == Phase.REVERT else "Retried"
-    return retried.values(now), f"{what} by {actor_name(by)}."
+    retried = _allowed(Event.RETRY, current)
+    actor = {"actor": actor_name(by)}
+    if current.phase == Phase.REVERT:
+        return retried.values(now), _("Revert retried by %(actor)s.") % actor
+    return retried.values(now), _("Retried by %(actor)s.") % actor
 
 
 def decide_pause(current: Job, now: datetime, by: Any) -> Decision:
+    actor = {"actor": actor_name(by)}
     if allows(Event.REQUEST_PAUSE, current.phase, current.status):
         fields = transition(Event.REQUEST_PAUSE, current.phase).values(now)
-        return fields, f"Pause requested by {actor_name(by)}; it pauses at its next step."
-    paused = _allowed(Event.PAUSE, current, "job_not_pausable", "paused", also=Event.REQUEST_PAUSE)
-    return paused.values(now), f"Paused by {actor_name(by)}."
+        return fields, _("Pause requested by %(actor)s; it pauses at its next step.") % actor
+    paused = _allowed(Event.PAUSE, current, also=Event.REQUEST_PAUSE)
+    return paused.values(now), _("Paused by %(actor)s.") % actor
 
 
 def decide_cancel(current: Job, now: datetime, by: Any) -> Decision:
+    actor = {"actor": actor_name(by)}
     if allows(Event.REQUEST_CANCEL, current.phase, current.status):
         fields = transition(Event.REQUEST_CANCEL, current.phase).values(now)
-        return fields, f"Cancel requested by {actor_name(by)}; it stops at its next step."
+        return fields, _("Cancel requested by %(actor)s; it stops at its next step.") % actor
     if current.status == Status.REVERTING:
-        raise JobError("job_not_cancellable", f"Job {current.pk} is reverting; a revert cannot be cancelled.")
-    cancelled = _allowed(Event.CANCEL, current, "job_not_cancellable", "cancelled", also=Event.REQUEST_CANCEL)
-    return cancelled.values(now), f"Cancelled by {actor_name(by)}."
+        message = _("Job %(job)s is reverting; a revert cannot be cancelled.") % {"job": current.pk}
+        raise JobError("job_not_cancellable", message)
+    cancelled = _allowed(Event.CANCEL, current, also=Event.REQUEST_CANCEL)
+    return cancelled.values(now), _("Cancelled by %(actor)s.") % actor
 
 
 def decide_revert(current: Job, now: datetime, by: Any) -> Decision:
     if not has_revert(current.kind):
-        raise JobError("job_not_revertible", f"Job {current.pk} ({current.kind}) has no revert.")
-    reverted = _allowed(Event.REVERT, current, "job_not_revertible", "reverted")
-    return reverted.values(now), f"Revert requested by {actor_name(by)}."
+        message = _("Job %(job)s (%(kind)s) has no revert.") % {"job": current.pk, "kind": current.kind}
+        raise JobError("job_not_revertible", message)
+    reverted = _allowed(Event.REVERT, current)
+    return reverted.values(now), _("Revert requested by %(actor)s.") % {"actor": actor_name(by)}
 
 
 # The operations on one job ------------------------------------------------------------------------
@@ -148,17 +176,15 @@ def resume(job: JobRef, by: Any = None, action: str | None = None, data: Any = N
     A question with offered answers is resumed with one of them; a job that offered none, without one.
     """
     if action is not None and (not isinstance(action, str) or not action):
-        raise JobError("invalid_input", f"An action must be a non-empty string, not {short_repr(action)}.")
+        raise _invalid(_("An action must be a non-empty string, not %(value)s."), value=short_repr(action))
     if action is not None:
-        check_text(action, "The action")
+        check_text(action, _("The action"))
         if len(action) > ACTION_ID_MAX_LENGTH:
-            raise JobError(
-                "invalid_input",
-                f"An action is at most {ACTION_ID_MAX_LENGTH} characters long, not {len(action)}.",
-            )
+            message = _("An action is at most %(limit)s characters long, not %(length)s.")
+            raise _invalid(message, limit=ACTION_ID_MAX_LENGTH, length=len(action))
     data = to_json(
         data,
-        what="The resume data",
+        what=_("The resume data"),
         max_bytes=get_setting("MAX_RESUME_DATA_BYTES"),
         setting="MAX_RESUME_DATA_BYTES",
     )
@@ -189,12 +215,13 @@ def wake(job_id: int) -> bool:
     def decide(current: Job, now: datetime) -> Decision:
         due = current.next_run_at is not None and current.next_run_at <= now
         if due and allows(Event.WAKE, current.phase, current.status):
-            return transition(Event.WAKE, current.phase).values(now), "Its wait is over; queued again."
+            return transition(Event.WAKE, current.phase).values(now), _("Its wait is over; queued again.")
         if due and current.on_deadline and allows(Event.DEADLINE, current.phase, current.status):
             action = current.on_deadline
             fields = transition(Event.DEADLINE, current.phase).values(now, resume_action=action)
-            return fields, f"Nobody answered: resolved with {action!r} by its deadline."
-        raise JobError("job_not_resumable", "No longer a due timed wait.")
+            line = _("Nobody answered: resolved with %(action)s by its deadline.") % {"action": repr(action)}
+            return fields, line
+        raise JobError("job_not_resumable", _("No longer a due timed wait."))
 
     try:
         _transition(job_id, decide)
@@ -245,7 +272,7 @@ def revert(job: JobRef, by: Any = None) -> Job:
 
 def revert_done_children(parent: Job, by: Any = None) -> int:
     """Revert a parent's done children that have a revert, each as a job of its own."""
-    return _revert_done_children_of([parent.pk], by or f"parent job {parent.pk}")
+    return _revert_done_children_of([parent.pk], by or _("parent job %(job)s") % {"job": parent.pk})
 
 
 def _after_cancel(jobs: list[Job], by: Any) -> None:
@@ -331,7 +358,8 @@ def apply_to_many(
     BulkOutcome(changed=19990, refused=Counter({'job_not_retryable': 10}), ...)
     """
     if operation not in DECISIONS:
-        raise JobError("invalid_input", f"No operation {operation!r}; one of {', '.join(DECISIONS)}.")
+        message = _("No operation %(operation)s; one of %(operations)s.")
+        raise _invalid(message, operation=repr(operation), operations=", ".join(DECISIONS))
     outcome = BulkOutcome()
     for batch in id_batches(jobs):
         changed = _apply_to_batch(operation, batch, by, arguments, outcome)
@@ -402,22 +430,22 @@ UPDATABLE = frozenset({"progress", "eta_at", "label", "external_ref", "wait_reas
 def _updated_value(name: str, value: Any) -> Any:
     if name == "progress":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
-            raise JobError(
-                "invalid_input", f"progress must be a number from 0 to 100, not {short_repr(value)}."
+            raise _invalid(
+                _("progress must be a number from 0 to 100, not %(value)s."), value=short_repr(value)
             )
         return round(value)
     if name == "eta_at":
         if value is not None and not (isinstance(value, datetime) and timezone.is_aware(value)):
-            raise JobError(
-                "invalid_input", f"eta_at must be a timezone-aware datetime or None, not {short_repr(value)}."
-            )
+            message = _("eta_at must be a timezone-aware datetime or None, not %(value)s.")
+            raise _invalid(message, value=short_repr(value))
         return value
     text = "" if value is None else str(value)
     if name in ("wait_reason", "user_message"):
         return shown_text(check_text(check_message(text, name), name))
     limit = concrete_field(Job, name).max_length
     if limit and len(text) > limit:
-        raise JobError("invalid_input", f"{name} is {len(text):,} characters long; the limit is {limit}.")
+        message = _("%(field)s is %(length)s characters long; the limit is %(limit)s.")
+        raise _invalid(message, field=name, length=f"{len(text):,}", limit=limit)
     return check_text(text, name)
 
 
@@ -429,10 +457,8 @@ def update(job: JobRef, **fields: Any) -> Job:
     """
     unknown = sorted(set(fields) - UPDATABLE)
     if unknown:
-        raise JobError(
-            "invalid_input",
-            f"update() does not accept {', '.join(unknown)}; it accepts {', '.join(sorted(UPDATABLE))}.",
-        )
+        message = _("update() does not accept %(unknown)s; it accepts %(accepted)s.")
+        raise _invalid(message, unknown=", ".join(unknown), accepted=", ".join(sorted(UPDATABLE)))
     values = {name: _updated_value(name, value) for name, value in fields.items()}
     current = get_job(job)
     store.update_shown_fields(current, values)
@@ -448,7 +474,8 @@ def run_again(job: JobRef, by: Any = None) -> Job:
     original's key followed by ``:again:`` and a random part), so the copy never folds into it."""
     current = get_job(job)
     if current.status not in TERMINAL:
-        raise JobError("job_not_ended", f"Job {current.pk} has not ended; it cannot be run again yet.")
+        message = _("Job %(job)s has not ended; it cannot be run again yet.") % {"job": current.pk}
+        raise JobError("job_not_ended", message)
     key = None
     if current.idempotency_key:
         suffix = f":again:{uuid.uuid4().hex[:12]}"

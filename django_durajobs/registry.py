@@ -8,6 +8,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import iscoroutinefunction
+from django.utils.functional import Promise
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from .errors import JobError
 from .limits import RateLimit, limit_problem
@@ -108,14 +111,23 @@ def has_revert(name: str) -> bool:
     return kind is not None and kind.has_revert
 
 
-def name_problem(name: Any, what: str) -> str | None:
+def name_problem(name: Any, what: str | Promise) -> str | None:
     """Why ``name`` cannot be a kind name or step id, or None."""
     if not isinstance(name, str) or not name.strip():
-        return f"{what} must be a non-blank string, not {name!r}."
+        return _("%(what)s must be a non-blank string, not %(value)s.") % {"what": what, "value": repr(name)}
     if len(name) > NAME_MAX_LENGTH:
-        return f"{what} {name[:20]!r}… is {len(name)} characters long; the limit is {NAME_MAX_LENGTH}."
+        return _("%(what)s %(name)s… is %(length)s characters long; the limit is %(limit)s.") % {
+            "what": what,
+            "name": repr(name[:20]),
+            "length": len(name),
+            "limit": NAME_MAX_LENGTH,
+        }
     if text_problem(name):
-        return f"{what} {name!r} holds {text_problem(name)}."
+        return _("%(what)s %(name)s holds %(problem)s.") % {
+            "what": what,
+            "name": repr(name),
+            "problem": text_problem(name),
+        }
     return None
 
 
@@ -130,7 +142,10 @@ MAX_ATTEMPTS_LIMIT = 1_000_000
 def max_attempts_problem(value: Any) -> str | None:
     """Why ``value`` cannot be a job's ``max_attempts``, or None."""
     if not _is_int(value) or not 1 <= value <= MAX_ATTEMPTS_LIMIT:
-        return f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS_LIMIT:,}, not {value!r:.40}."
+        return _("max_attempts must be an integer from 1 to %(limit)s, not %(value)s.") % {
+            "limit": f"{MAX_ATTEMPTS_LIMIT:,}",
+            "value": f"{value!r:.40}",
+        }
     return None
 
 
@@ -138,11 +153,11 @@ def _normalise_steps(steps: Iterable[Any]) -> tuple[tuple[str, str], ...]:
     normalised: list[tuple[str, str]] = []
     for step in steps:
         step_id, title = (step, step) if isinstance(step, str) else tuple(step)
-        problem = name_problem(step_id, "A step id")
+        problem = name_problem(step_id, gettext_lazy("A step id"))
         if problem:
             raise ValueError(problem)
         normalised.append((step_id, str(title)[:255]))
-    ids = [step_id for step_id, _ in normalised]
+    ids = [step_id for step_id, _title in normalised]
     if len(set(ids)) != len(ids):
         raise ValueError(f"Step ids must be unique: {ids}.")
     return tuple(normalised)
@@ -185,11 +200,11 @@ def job(
         if value is not None and limit_problem(value):
             raise ValueError(f"{parameter} {limit_problem(value)}")
     rate = RateLimit.parse(rate_limit) if rate_limit is not None else None
-    seconds = to_timeout(timeout, "A kind's timeout")
+    seconds = to_timeout(timeout, gettext_lazy("A kind's timeout"))
 
     def register(fn: RunFunction) -> JobKind:
         kind_name = name or fn.__name__
-        problem = name_problem(kind_name, "A job kind's name")
+        problem = name_problem(kind_name, gettext_lazy("A job kind's name"))
         if problem:
             raise ValueError(problem)
         spec = None
@@ -269,7 +284,7 @@ def get_kind(name: str) -> JobKind:
         found = finder(name)
         if found is not None:
             return register_kind(found)
-    raise JobError("unknown_job_kind", f"Unknown job kind {name!r}.")
+    raise JobError("unknown_job_kind", _("Unknown job kind %(kind)s.") % {"kind": repr(name)})
 
 
 def known_kinds() -> list[str]:

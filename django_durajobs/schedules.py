@@ -19,6 +19,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
+from django.utils.functional import lazy
+from django.utils.translation import gettext as _
 
 from .conf import get_setting
 from .errors import JobError
@@ -80,8 +82,11 @@ class ScheduleSpec:
     def describe(self) -> str:
         """``cron 30 2 * * * (Europe/Berlin)`` or ``every 900 s``."""
         if self.every is not None:
-            return f"every {self.every} s"
-        return f"cron {self.cron} ({self.timezone or settings.TIME_ZONE})"
+            return _("every %(seconds)s s") % {"seconds": self.every}
+        return _("cron %(cron)s (%(timezone)s)") % {
+            "cron": self.cron,
+            "timezone": self.timezone or settings.TIME_ZONE,
+        }
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,7 @@ def _is_repeated_wall_time(moment: datetime, zone: ZoneInfo) -> bool:
 def _missing_croniter() -> JobError:
     return JobError(
         "missing_dependency",
-        "Cron schedules need croniter: pip install django-durajobs[cron] (or croniter).",
+        _("Cron schedules need croniter: pip install django-durajobs[cron] (or croniter)."),
     )
 
 
@@ -160,29 +165,41 @@ def checked_spec(
     ``missing_dependency`` for a cron schedule without croniter) says what is wrong."""
     if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX_LENGTH:
         raise _refuse(
-            f"A schedule's name must be a non-blank string of at most {NAME_MAX_LENGTH} characters."
+            _("A schedule's name must be a non-blank string of at most %(limit)s characters.")
+            % {"limit": NAME_MAX_LENGTH}
         )
-    what = f"Schedule {name!r}"
+    shown = repr(name)
     if (cron in (None, "")) == (every is None):
-        raise _refuse(f"{what} needs one of a cron expression and every (seconds).")
+        raise _refuse(
+            _("Schedule %(name)s needs one of a cron expression and every (seconds).") % {"name": shown}
+        )
     missed = "once" if missed is None else missed
     if missed not in MISSED_POLICIES:
-        raise _refuse(f"{what}: missed must be 'once' or 'skip', not {missed!r:.40}.")
+        raise _refuse(
+            _("Schedule %(name)s: missed must be 'once' or 'skip', not %(value)s.")
+            % {"name": shown, "value": f"{missed!r:.40}"}
+        )
     timezone = timezone or ""
     if not isinstance(timezone, str):
-        raise _refuse(f"{what}: the time zone must be a name such as 'Europe/Berlin', not {timezone!r:.40}.")
+        raise _refuse(
+            _("Schedule %(name)s: the time zone must be a name such as 'Europe/Berlin', not %(value)s.")
+            % {"name": shown, "value": f"{timezone!r:.40}"}
+        )
     try:
         zone = ZoneInfo(timezone or "UTC")  # TIME_ZONE itself is read when the moments are
     except (ZoneInfoNotFoundError, ValueError):
-        raise _refuse(f"{what}: unknown time zone {timezone!r:.60}.") from None
+        raise _refuse(
+            _("Schedule %(name)s: unknown time zone %(value)s.")
+            % {"name": shown, "value": f"{timezone!r:.60}"}
+        ) from None
     spec = ScheduleSpec(
         name=name,
         kind=kind,
-        cron=_checked_cron(cron, what) if every is None else "",
-        every=None if every is None else _checked_every(every, what),
+        cron=_checked_cron(cron, shown) if every is None else "",
+        every=None if every is None else _checked_every(every, shown),
         subject=to_json(
             {} if subject is None else subject,
-            what=f"{what}'s subject",
+            what=_lazy_subject_name(shown),
             max_bytes=get_setting("MAX_SUBJECT_BYTES"),
             setting="MAX_SUBJECT_BYTES",
         ),
@@ -193,23 +210,40 @@ def checked_spec(
         try:
             _next_cron_moment(spec.cron, zone, datetime.now(UTC))
         except (ValueError, KeyError, ArithmeticError):
-            raise _refuse(f"{what}: the cron expression {cron!r} has no next moment.") from None
+            raise _refuse(
+                _("Schedule %(name)s: the cron expression %(cron)s has no next moment.")
+                % {"name": shown, "cron": repr(cron)}
+            ) from None
     return spec
+
+
+def _subject_name(shown: str) -> str:
+    return _("Schedule %(name)s's subject") % {"name": shown}
+
+
+#: Translated only if a message needs it: a kind's schedule is checked as its module is imported.
+_lazy_subject_name = lazy(_subject_name, str)
 
 
 def spec_from_setting(name: Any, entry: Any) -> ScheduleSpec:
     """The schedule an entry of ``DURAJOBS["SCHEDULES"]`` declares; ``JobError`` if it is not one."""
     if not isinstance(entry, dict):
-        raise _refuse(f"DURAJOBS['SCHEDULES'][{name!r}] must be a dict, not {type(entry).__name__}.")
+        raise _refuse(
+            _("DURAJOBS['SCHEDULES'][%(name)s] must be a dict, not %(type)s.")
+            % {"name": repr(name), "type": type(entry).__name__}
+        )
     unknown = sorted(set(entry) - SETTING_KEYS, key=str)
     if unknown:
         raise _refuse(
-            f"DURAJOBS['SCHEDULES'][{name!r}] has unknown keys {unknown}; "
-            f"it takes {', '.join(sorted(SETTING_KEYS))}."
+            _("DURAJOBS['SCHEDULES'][%(name)s] has unknown keys %(unknown)s; it takes %(keys)s.")
+            % {"name": repr(name), "unknown": unknown, "keys": ", ".join(sorted(SETTING_KEYS))}
         )
     kind = entry.get("kind")
     if not isinstance(kind, str) or not kind:
-        raise _refuse(f"DURAJOBS['SCHEDULES'][{name!r}] needs the name of a job kind as 'kind'.")
+        raise _refuse(
+            _("DURAJOBS['SCHEDULES'][%(name)s] needs the name of a job kind as 'kind'.")
+            % {"name": repr(name)}
+        )
     return checked_spec(
         name=name,
         kind=kind,
@@ -221,18 +255,25 @@ def spec_from_setting(name: Any, entry: Any) -> ScheduleSpec:
     )
 
 
-def _checked_cron(cron: Any, what: str) -> str:
+def _checked_cron(cron: Any, shown: str) -> str:
+    """``cron``, normalised; ``shown`` is the schedule's name as its messages show it."""
     if not isinstance(cron, str) or len(cron) > CRON_MAX_LENGTH:
-        raise _refuse(f"{what}: a cron expression is a string of at most {CRON_MAX_LENGTH} characters.")
+        raise _refuse(
+            _("Schedule %(name)s: a cron expression is a string of at most %(limit)s characters.")
+            % {"name": shown, "limit": CRON_MAX_LENGTH}
+        )
     cron = " ".join(cron.split())
     if not HAS_CRONITER:
         raise _missing_croniter()
     if not croniter.is_valid(cron):
-        raise _refuse(f"{what}: {cron!r} is not a cron expression (such as '*/15 * * * *').")
+        raise _refuse(
+            _("Schedule %(name)s: %(cron)s is not a cron expression (such as '*/15 * * * *').")
+            % {"name": shown, "cron": repr(cron)}
+        )
     return cron
 
 
-def _checked_every(every: Any, what: str) -> int:
+def _checked_every(every: Any, shown: str) -> int:
     seconds = every.total_seconds() if isinstance(every, timedelta) else every
     if (
         isinstance(seconds, bool)
@@ -240,7 +281,13 @@ def _checked_every(every: Any, what: str) -> int:
         or not math.isfinite(seconds)
         or seconds != int(seconds)
     ):
-        raise _refuse(f"{what}: every must be a whole number of seconds, not {every!r:.40}.")
+        raise _refuse(
+            _("Schedule %(name)s: every must be a whole number of seconds, not %(value)s.")
+            % {"name": shown, "value": f"{every!r:.40}"}
+        )
     if not 0 < seconds <= EVERY_MAX_SECONDS:
-        raise _refuse(f"{what}: every must be from 1 to {EVERY_MAX_SECONDS:,} seconds, not {every!r:.40}.")
+        raise _refuse(
+            _("Schedule %(name)s: every must be from 1 to %(limit)s seconds, not %(value)s.")
+            % {"name": shown, "limit": f"{EVERY_MAX_SECONDS:,}", "value": f"{every!r:.40}"}
+        )
     return int(seconds)

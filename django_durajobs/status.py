@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class Status(models.TextChoices):
@@ -54,5 +55,5 @@ class StepState(models.TextChoices):
 class Phase(models.TextChoices):
     """Which procedure of its kind a job is carrying out: its run, or its revert."""
 
-    RUN = "run", _("Run")
-    REVERT = "revert", _("Revert")
+    RUN = "run", pgettext_lazy("job phase", "Run")
+    REVERT = "revert", pgettext_lazy("job phase", "Revert")

@@ -20,6 +20,8 @@ from enum import Enum, StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from django.utils.translation import gettext as _
+
 from .status import EXTERNAL_WAITS, WAITING, Phase, Status
 
 
@@ -351,7 +353,9 @@ def sources(event: Event) -> frozenset[Status]:
 def described(*events: Event) -> str:
     """The statuses the events are allowed from in a run, for a refusal: ``"failed or needs_user"``."""
     found = sorted(frozenset().union(*(transition(event, RUN).sources for event in events)))
-    return found[0] if len(found) == 1 else f"{', '.join(found[:-1])} or {found[-1]}"
+    if len(found) == 1:
+        return found[0]
+    return _("%(statuses)s or %(last)s") % {"statuses": ", ".join(found[:-1]), "last": found[-1]}
 
 
 #: The statuses a claim takes a job from; its ``next_run_at`` says when it is due.

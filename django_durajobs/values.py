@@ -13,6 +13,9 @@ import reprlib
 from datetime import timedelta
 from typing import Any
 
+from django.utils.functional import Promise
+from django.utils.translation import gettext as _
+
 from .conf import get_setting
 from .errors import JobError
 
@@ -29,7 +32,7 @@ def short_repr(value: Any) -> str:
     return _short.repr(value)
 
 
-def to_job_id(ref: Any, what: str = "A job") -> int:
+def to_job_id(ref: Any, what: str | None = None) -> int:
     """The id that a job reference names: a ``Job`` (or another model instance), an int, or its
     decimal text. ``invalid_input`` for anything else, before any query is made."""
     pk = getattr(ref, "pk", ref) if hasattr(ref, "_meta") else ref
@@ -38,7 +41,8 @@ def to_job_id(ref: Any, what: str = "A job") -> int:
     if type(pk) is not int or not 0 < pk <= MAX_ID:
         raise JobError(
             "invalid_input",
-            f"{what} is named by a Job or its id (a positive integer), not {short_repr(ref)}.",
+            _("%(what)s is named by a Job or its id (a positive integer), not %(value)s.")
+            % {"what": _("A job") if what is None else what, "value": short_repr(ref)},
         )
     return pk
 
@@ -47,19 +51,25 @@ def to_job_id(ref: Any, what: str = "A job") -> int:
 MAX_TIMEOUT_SECONDS = 1_000_000_000
 
 
-def to_timeout(value: Any, what: str = "A timeout") -> float | None:
+def to_timeout(value: Any, what: str | Promise | None = None) -> float | None:
     """A timeout in seconds (given as seconds or a ``timedelta``), or None for none;
     ``invalid_input`` unless it is more than zero and at most ``MAX_TIMEOUT_SECONDS``."""
     if value is None:
         return None
+    if what is None:
+        what = _("A timeout")
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-        raise JobError("invalid_input", f"{what} must be seconds or a timedelta, not {short_repr(value)}.")
+        raise JobError(
+            "invalid_input",
+            _("%(what)s must be seconds or a timedelta, not %(value)s.")
+            % {"what": what, "value": short_repr(value)},
+        )
     if not 0 < seconds <= MAX_TIMEOUT_SECONDS:
         raise JobError(
             "invalid_input",
-            f"{what} must be more than 0 and at most {MAX_TIMEOUT_SECONDS:,} seconds, "
-            f"not {short_repr(value)}.",
+            _("%(what)s must be more than 0 and at most %(limit)s seconds, not %(value)s.")
+            % {"what": what, "limit": f"{MAX_TIMEOUT_SECONDS:,}", "value": short_repr(value)},
         )
     return float(seconds)
 
@@ -69,7 +79,8 @@ def check_length(text: str, limit: int, what: str, setting: str) -> str:
     if len(text) > limit:
         raise JobError(
             "invalid_input",
-            f"{what} is {len(text):,} characters long; the limit is {limit:,} (DURAJOBS[{setting!r}]).",
+            _("%(what)s is %(length)s characters long; the limit is %(limit)s (DURAJOBS[%(setting)s]).")
+            % {"what": what, "length": f"{len(text):,}", "limit": f"{limit:,}", "setting": repr(setting)},
         )
     return text
 
@@ -77,18 +88,21 @@ def check_length(text: str, limit: int, what: str, setting: str) -> str:
 def text_problem(text: str) -> str | None:
     """Why a database would refuse ``text``, or None."""
     if "\x00" in text:
-        return "a NUL character"
+        return _("a NUL character")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return "a lone surrogate (not valid Unicode)"
+        return _("a lone surrogate (not valid Unicode)")
     return None
 
 
 def check_text(text: str, what: str) -> str:
     problem = text_problem(text)
     if problem:
-        raise JobError("invalid_input", f"{what} holds {problem}, which cannot be stored.")
+        raise JobError(
+            "invalid_input",
+            _("%(what)s holds %(problem)s, which cannot be stored.") % {"what": what, "problem": problem},
+        )
     return text
 
 
@@ -106,7 +120,11 @@ def _find_unstorable(value: Any, path: str = "$") -> tuple[str, str] | None:
     if isinstance(value, dict):
         for key, sub in value.items():
             problem = text_problem(key)
-            found = (f"{path} key {key!r}", problem) if problem else _find_unstorable(sub, f"{path}.{key}")
+            found = (
+                (_("%(path)s key %(key)s") % {"path": path, "key": repr(key)}, problem)
+                if problem
+                else _find_unstorable(sub, f"{path}.{key}")
+            )
             if found:
                 return found
     elif isinstance(value, list):
@@ -138,18 +156,34 @@ def to_json(
         text = json.dumps(value, allow_nan=False)
     except ValueError as exc:
         if "integer string conversion" in str(exc):
-            raise JobError(code, f"{what} holds an integer too long to store (over 4,300 digits).") from None
-        raise JobError(code, f"{what} holds NaN or Infinity, which JSON cannot store ({exc}).") from None
+            raise JobError(
+                code, _("%(what)s holds an integer too long to store (over 4,300 digits).") % {"what": what}
+            ) from None
+        raise JobError(
+            code,
+            _("%(what)s holds NaN or Infinity, which JSON cannot store (%(error)s).")
+            % {"what": what, "error": exc},
+        ) from None
     except (TypeError, RecursionError) as exc:
-        raise JobError(code, f"{what} is not JSON-serialisable: {exc}.") from None
+        raise JobError(
+            code, _("%(what)s is not JSON-serialisable: %(error)s.") % {"what": what, "error": exc}
+        ) from None
     if max_bytes is not None and len(text) > max_bytes:
         limit = f"{max_bytes:,}" + (f" (DURAJOBS[{setting!r}])" if setting else "")
-        raise JobError("invalid_input", f"{what} is {len(text):,} bytes as JSON; the limit is {limit}.")
+        raise JobError(
+            "invalid_input",
+            _("%(what)s is %(size)s bytes as JSON; the limit is %(limit)s.")
+            % {"what": what, "size": f"{len(text):,}", "limit": limit},
+        )
     decoded = json.loads(text)
     # json.dumps writes every NUL and every surrogate as an escape: without one, all is storable.
     unstorable = ("\\u0000" in text or "\\ud" in text) and _find_unstorable(decoded)
     if unstorable:
-        raise JobError(code, f"{what} holds {unstorable[1]} at {unstorable[0]}, which cannot be stored.")
+        raise JobError(
+            code,
+            _("%(what)s holds %(problem)s at %(path)s, which cannot be stored.")
+            % {"what": what, "problem": unstorable[1], "path": unstorable[0]},
+        )
     return decoded
 
 
@@ -167,21 +201,24 @@ def to_event_name(name: Any) -> str:
     """An event's name, or ``invalid_input``: a non-blank string of at most
     ``EVENT_NAME_MAX_LENGTH`` characters that a database stores."""
     if not isinstance(name, str) or not name.strip():
-        raise JobError("invalid_input", f"An event name must be a non-blank string, not {short_repr(name)}.")
+        raise JobError(
+            "invalid_input",
+            _("An event name must be a non-blank string, not %(value)s.") % {"value": short_repr(name)},
+        )
     if len(name) > EVENT_NAME_MAX_LENGTH:
         raise JobError(
             "invalid_input",
-            f"The event name {short_repr(name)} is {len(name):,} characters long; "
-            f"the limit is {EVENT_NAME_MAX_LENGTH}.",
+            _("The event name %(name)s is %(length)s characters long; the limit is %(limit)s.")
+            % {"name": short_repr(name), "length": f"{len(name):,}", "limit": EVENT_NAME_MAX_LENGTH},
         )
-    return check_text(name, f"The event name {short_repr(name)}")
+    return check_text(name, _("The event name %(name)s") % {"name": short_repr(name)})
 
 
 def to_event_payload(payload: Any) -> Any:
     """An event's payload as it reads back from the database, or ``invalid_input``."""
     return to_json(
         payload,
-        what="The event's payload",
+        what=_("The event's payload"),
         max_bytes=get_setting("MAX_EVENT_PAYLOAD_BYTES"),
         setting="MAX_EVENT_PAYLOAD_BYTES",
     )

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.utils.translation import gettext as _
 
 from ..errors import JobError
 from .context import Interrupt, JobContext, OpenStep
@@ -130,8 +131,11 @@ class AsyncJobContext:
             _close_unawaited(fn)
             raise JobError(
                 "invalid_input",
-                f"Step {step_id!r} is atomic, so its function must not be async: a transaction "
-                "cannot span awaits.",
+                _(
+                    "Step %(step)s is atomic, so its function must not be async: "
+                    "a transaction cannot span awaits."
+                )
+                % {"step": repr(step_id)},
             )
         ctx = self.sync
         open_it = functools.partial(ctx.open_step, step_id, title, timeout)

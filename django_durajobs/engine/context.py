@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from asgiref.sync import iscoroutinefunction
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from .. import telemetry
 from ..conf import get_setting
@@ -103,7 +104,7 @@ def step_result(value: Any, step_id: str | None = None) -> Any:
     """A step's (or, without ``step_id``, the run's) result as it is stored, or ``JobError``."""
     return to_json(
         value,
-        what=f"The result of step {step_id!r}" if step_id else "The job's result",
+        what=_("The result of step %(step)s") % {"step": repr(step_id)} if step_id else _("The job's result"),
         code="unserializable_result",
         max_bytes=get_setting("MAX_RESULT_BYTES"),
         setting="MAX_RESULT_BYTES",
@@ -203,7 +204,8 @@ class JobContext:
         if iscoroutinefunction(fn):
             raise JobError(
                 "invalid_input",
-                f"Step {step_id!r} is an async function; only an async job (async def) can await it.",
+                _("Step %(step)s is an async function; only an async job (async def) can await it.")
+                % {"step": repr(step_id)},
             )
         opened = self.open_step(step_id, title, timeout)
         if opened.replayed:
@@ -224,10 +226,10 @@ class JobContext:
         Raises an ``Interrupt`` when an operator asked to stop the job here, and ``JobTimeout``
         when the try is past its timeout.
         """
-        problem = name_problem(step_id, "A step id")
+        problem = name_problem(step_id, _("A step id"))
         if problem:
             raise JobError("invalid_input", problem)
-        seconds = to_timeout(timeout, f"Step {step_id!r}'s timeout")
+        seconds = to_timeout(timeout, _("Step %(step)s's timeout") % {"step": repr(step_id)})
         step = self.steps.get(step_id)
         if step is not None and step.state == StepState.DONE:
             return OpenStep(step, seconds, replayed=True)
@@ -310,7 +312,10 @@ class JobContext:
     def _check_deadline(self) -> None:
         """At a step boundary: fail the try if it is past the job's timeout."""
         if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise JobTimeout(f"Job {self.job.pk} ran past its timeout of {self.job.timeout:g} s.")
+            raise JobTimeout(
+                _("Job %(job)s ran past its timeout of %(seconds)s s.")
+                % {"job": self.job.pk, "seconds": f"{self.job.timeout:g}"}
+            )
 
     def _step_deadline(self, seconds: float | None) -> float | None:
         """When a step starting now must be over: its own timeout or the job's, whichever comes first."""
@@ -325,15 +330,18 @@ class JobContext:
             return
         if ends == self.deadline:
             self._check_deadline()
-        raise JobTimeout(f"Step {step_id!r} ran past its timeout of {seconds:g} s.")
+        raise JobTimeout(
+            _("Step %(step)s ran past its timeout of %(seconds)s s.")
+            % {"step": repr(step_id), "seconds": f"{seconds:g}"}
+        )
 
     def _check_room_for_a_step(self) -> None:
         limit = get_setting("MAX_STEPS")
         if len(self.steps) >= limit:
             raise JobError(
                 "invalid_input",
-                f"Job {self.job.pk} already has {len(self.steps):,} steps; the limit is {limit:,} "
-                "(DURAJOBS['MAX_STEPS']).",
+                _("Job %(job)s already has %(count)s steps; the limit is %(limit)s (DURAJOBS['MAX_STEPS']).")
+                % {"job": self.job.pk, "count": f"{len(self.steps):,}", "limit": f"{limit:,}"},
             )
 
     # Visible state -----------------------------------------------------------------------------
@@ -345,18 +353,24 @@ class JobContext:
 
     def progress(self, pct: float) -> None:
         if isinstance(pct, bool) or not isinstance(pct, (int, float)) or pct != pct:
-            raise JobError("invalid_input", f"Progress must be a number from 0 to 100, not {pct!r}.")
+            raise JobError(
+                "invalid_input",
+                _("Progress must be a number from 0 to 100, not %(value)s.") % {"value": repr(pct)},
+            )
         self._lease.renew(progress=max(0, min(100, round(pct))))
 
     def eta(self, at: datetime | timedelta | None) -> None:
-        self._lease.renew(eta_at=moment(at, "The ETA"))
+        self._lease.renew(eta_at=moment(at, _("The ETA")))
 
     # Leaving the run early ---------------------------------------------------------------------
 
-    def _refuse_unless_allowed(self, event: Event, what: str) -> None:
-        """A revert has no waiting states of its own: the transitions table has no such outcome."""
+    def _refuse_unless_allowed(self, event: Event, refusal: str) -> None:
+        """A revert has no waiting states of its own: the transitions table has no such outcome.
+
+        ``refusal`` is the translated message a revert gets.
+        """
         if not allows(event, self.phase, Status.REVERTING if self.reverting else Status.RUNNING):
-            raise JobError("invalid_input", f"A revert cannot {what}; it runs to its end or fails.")
+            raise JobError("invalid_input", refusal)
 
     def wait_external(
         self,
@@ -365,15 +379,21 @@ class JobContext:
         status: str = Status.AWAITING_EXTERNAL,
     ) -> None:
         """Park the job until ``resume()`` is called or ``resume_at`` comes; the run is re-entered then."""
-        self._refuse_unless_allowed(Event.WAIT, "wait for an outside event")
+        self._refuse_unless_allowed(
+            Event.WAIT, _("A revert cannot wait for an outside event; it runs to its end or fails.")
+        )
         self.check_cancel()
         if status not in EXTERNAL_WAITS:
             allowed = ", ".join(sorted(EXTERNAL_WAITS))
             raise JobError(
-                "invalid_input", f"{status!r} is not a waiting status a run can choose; use one of {allowed}."
+                "invalid_input",
+                _("%(status)s is not a waiting status a run can choose; use one of %(allowed)s.")
+                % {"status": repr(status), "allowed": allowed},
             )
         raise WaitInterrupt(
-            shown_text(check_message(str(reason), "The wait reason")), moment(resume_at, "resume_at"), status
+            shown_text(check_message(str(reason), _("The wait reason"))),
+            moment(resume_at, "resume_at"),
+            status,
         )
 
     def wait_for_children(self) -> dict[str, Any]:
@@ -396,7 +416,9 @@ class JobContext:
         """
         from .events import wait_for_event  # it builds on this module
 
-        self._refuse_unless_allowed(Event.WAIT_FOR_EVENT, "wait for an event")
+        self._refuse_unless_allowed(
+            Event.WAIT_FOR_EVENT, _("A revert cannot wait for an event; it runs to its end or fails.")
+        )
         self.check_cancel()
         return wait_for_event(self, self._lease, name, timeout)
 
@@ -404,7 +426,9 @@ class JobContext:
         """Create a child job once, however often this line runs: its idempotency key is derived
         from this job and ``key`` (the target, such as a server name)."""
         with telemetry.current(self.span):  # the child's attempts join this one's trace
-            child, _ = enqueue(kind, parent=self.job, idempotency_key=f"child:{self.job.pk}:{key}", **kwargs)
+            child, _created = enqueue(
+                kind, parent=self.job, idempotency_key=f"child:{self.job.pk}:{key}", **kwargs
+            )
         return child
 
     def needs_user(
@@ -419,21 +443,24 @@ class JobContext:
         With a ``deadline`` (a datetime, or a timedelta from now), a question nobody answered by
         then is answered by itself with the offered action ``on_deadline``.
         """
-        self._refuse_unless_allowed(Event.ASK, "wait for a person's decision")
+        self._refuse_unless_allowed(
+            Event.ASK, _("A revert cannot wait for a person's decision; it runs to its end or fails.")
+        )
         offered = offered_actions(actions)
-        at = moment(deadline, "The deadline")
+        at = moment(deadline, _("The deadline"))
         if (at is None) != (on_deadline is None):
             raise JobError(
-                "invalid_input", "A deadline needs an on_deadline action, and on_deadline a deadline."
+                "invalid_input", _("A deadline needs an on_deadline action, and on_deadline a deadline.")
             )
         if on_deadline is not None and on_deadline not in [action["id"] for action in offered or ()]:
             raise JobError(
                 "invalid_input",
-                f"on_deadline must be one of the offered actions, not {short_repr(on_deadline)}.",
+                _("on_deadline must be one of the offered actions, not %(value)s.")
+                % {"value": short_repr(on_deadline)},
             )
         self.check_cancel()
         raise NeedsUserInterrupt(
-            shown_text(check_message(str(message), "The question")), offered, at, on_deadline or ""
+            shown_text(check_message(str(message), _("The question"))), offered, at, on_deadline or ""
         )
 
     def retry_later(self, seconds: float | timedelta, reason: str | None = None) -> None:
@@ -443,17 +470,21 @@ class JobContext:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds >= 0:
             raise JobError(
                 "invalid_input",
-                f"retry_later needs a delay of zero seconds or more, not {short_repr(seconds)}.",
+                _("retry_later needs a delay of zero seconds or more, not %(value)s.")
+                % {"value": short_repr(seconds)},
             )
         try:
             timezone.now() + timedelta(seconds=seconds)
         except OverflowError:
             raise JobError(
                 "invalid_input",
-                f"retry_later's delay of {seconds:g} s is past the last date a database stores.",
+                _("retry_later's delay of %(seconds)s s is past the last date a database stores.")
+                % {"seconds": f"{seconds:g}"},
             ) from None
         self.check_cancel()
-        raise RetryLaterInterrupt(float(seconds), shown_text(check_message(str(reason or ""), "The reason")))
+        raise RetryLaterInterrupt(
+            float(seconds), shown_text(check_message(str(reason or ""), _("The reason")))
+        )
 
     def check_cancel(self) -> None:
         """Stop here if an operator asked to cancel or to pause, or the try is past its timeout

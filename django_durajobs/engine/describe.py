@@ -42,7 +42,7 @@ def _load(job: Job | int) -> Job:
     pk = to_job_id(job)
     found = Job.objects.annotate(database_now=DatabaseNow()).filter(pk=pk).first()
     if found is None:
-        raise JobError("job_not_found", f"Job {pk} does not exist.")
+        raise JobError("job_not_found", _("Job %(job)s does not exist.") % {"job": pk})
     return found
 
 
@@ -260,7 +260,7 @@ def overall(counts: Counter[str]) -> str:
 
 def children_summary(parent: Job | int) -> dict[str, Any]:
     """Per-target results of a parent's children; a partial failure never reads as success."""
-    parent_id = to_job_id(parent, "The parent")
+    parent_id = to_job_id(parent, _("The parent"))
     children = list(
         Job.objects.filter(parent_id=parent_id)
         .order_by("created_at", "id")

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from ..errors import EventTimeout
 from ..redaction import shown_text
@@ -37,7 +38,7 @@ class WaitForEventInterrupt(WaitInterrupt):
 def wait_for_event(ctx: JobContext, lease: Lease, name: str, timeout: float | timedelta | None) -> Any:
     """``ctx.wait_for_event()``, once the run may wait: the payload, ``EventTimeout``, or a wait."""
     name = to_event_name(name)
-    seconds = to_timeout(timeout, f"The timeout of the wait for event {name}")
+    seconds = to_timeout(timeout, _("The timeout of the wait for event %(name)s") % {"name": name})
     ctx.event_waits[name] += 1
     nth = ctx.event_waits[name]
     timed_out = dict(ctx.job.timed_out_events or {})
@@ -52,7 +53,7 @@ def wait_for_event(ctx: JobContext, lease: Lease, name: str, timeout: float | ti
     if woken_by_its_timeout:
         timed_out[name] = nth
         _no_longer_waiting(ctx, lease, timed_out)
-        ctx.log(f"The wait for event {name} timed out.")
+        ctx.log(_("The wait for event %(name)s timed out.") % {"name": name})
         raise EventTimeout(name, nth)
     resume_at = None if seconds is None else timezone.now() + timedelta(seconds=seconds)
     raise WaitForEventInterrupt(name, resume_at)

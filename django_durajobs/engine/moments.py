@@ -52,4 +52,4 @@ def exact(moment: datetime) -> str:
 
 def in_words(moment: datetime, now: datetime) -> str:
     """Relative, then exact: "in 8 s (Dec. 1, 2026, 18:06:22 UTC)"."""
-    return f"{relative(moment, now)} ({exact(moment)})"
+    return _("%(relative)s (%(exact)s)") % {"relative": relative(moment, now), "exact": exact(moment)}

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from .. import telemetry
 from ..errors import EventTimeout, JobError, JobTimeout, LeaseLost
@@ -148,7 +149,7 @@ def prepare(kind: JobKind, ctx: JobContext) -> RunFunction:
     job = ctx.job
     function = kind.revert_fn if ctx.reverting else kind.run
     if function is None:
-        raise JobError("job_not_revertible", f"Kind {kind.name!r} has no revert.")
+        raise JobError("job_not_revertible", _("Kind %(kind)s has no revert.") % {"kind": repr(kind.name)})
     if job.cancel_requested and not ctx.reverting:  # as read by the claim
         raise CancelInterrupt()
     if job.pause_requested and not ctx.reverting:  # seen before its worker was lost, or it failed
@@ -179,7 +180,8 @@ def _revert_children_first(ctx: JobContext) -> None:
     if failed_ids:
         raise JobError(
             "child_revert_failed",
-            f"Child jobs {failed_ids} failed to revert; revert or retry them, then revert this job again.",
+            _("Child jobs %(jobs)s failed to revert; revert or retry them, then revert this job again.")
+            % {"jobs": failed_ids},
         )
 
 
@@ -194,12 +196,12 @@ def _outcome(
 def settle_value(ctx: JobContext, value: Any) -> Outcome:
     """The outcome of a run that returned ``value``."""
     if ctx.reverting:
-        return _outcome(ctx, Event.DONE, "Reverted.")
+        return _outcome(ctx, Event.DONE, _("Reverted."))
     try:
         result = redact(step_result(value))
     except JobError as exc:
         return _outcome(ctx, Event.FAIL, str(exc), error=str(exc), error_code=exc.code)
-    return _outcome(ctx, Event.DONE, "Done.", result=result)
+    return _outcome(ctx, Event.DONE, _("Done."), result=result)
 
 
 def _no_longer_waiting(ctx: JobContext) -> list[JobStep]:
@@ -234,7 +236,7 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
         return _outcome(
             ctx,
             Event.WAIT_FOR_EVENT,
-            f"Waiting: {detail}",
+            _("Waiting: %(reason)s") % {"reason": detail},
             _mark_next_pending_step(ctx, interrupt),
             wait_reason=detail,
             waits_for_event=interrupt.name,
@@ -243,12 +245,18 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
         )
     if isinstance(interrupt, WaitForChildrenInterrupt):
         steps = [] if ctx.reverting else _mark_next_pending_step(ctx, interrupt)
-        return _outcome(ctx, Event.WAIT_FOR_CHILDREN, f"Waiting: {detail}", steps, wait_reason=detail)
+        return _outcome(
+            ctx,
+            Event.WAIT_FOR_CHILDREN,
+            _("Waiting: %(reason)s") % {"reason": detail},
+            steps,
+            wait_reason=detail,
+        )
     if isinstance(interrupt, WaitInterrupt):
         return _outcome(
             ctx,
             Event.WAIT,
-            f"Waiting: {detail}",
+            _("Waiting: %(reason)s") % {"reason": detail},
             _mark_next_pending_step(ctx, interrupt),
             status=interrupt.status,
             wait_reason=detail,
@@ -259,7 +267,7 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
         return _outcome(
             ctx,
             Event.ASK,
-            f"Needs a decision: {detail}",
+            _("Needs a decision: %(question)s") % {"question": detail},
             _mark_next_pending_step(ctx, interrupt),
             user_message=detail,
             actions=interrupt.actions,
@@ -267,16 +275,21 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
             on_deadline=interrupt.on_deadline,
         )
     if isinstance(interrupt, RetryLaterInterrupt):
+        seconds = f"{interrupt.seconds:g}"
+        if detail:
+            line = _("Runs again in %(seconds)s s: %(reason)s.") % {"seconds": seconds, "reason": detail}
+        else:
+            line = _("Runs again in %(seconds)s s.") % {"seconds": seconds}
         return _outcome(
             ctx,
             Event.RETRY_LATER,
-            f"Runs again in {interrupt.seconds:g} s{': ' + detail if detail else ''}.",
+            line,
             next_run_at=timezone.now() + timedelta(seconds=interrupt.seconds),
             wait_reason=detail,
         )
     if isinstance(interrupt, PauseInterrupt):
-        return _outcome(ctx, Event.PAUSED, "Paused; resumed, it goes on after its last finished step.")
-    return _outcome(ctx, Event.CANCELLED, "Cancelled.")
+        return _outcome(ctx, Event.PAUSED, _("Paused; resumed, it goes on after its last finished step."))
+    return _outcome(ctx, Event.CANCELLED, _("Cancelled."))
 
 
 def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
@@ -304,12 +317,17 @@ def _decided(kind: JobKind, job: Job, phase: Phase, exc: Exception, error: str) 
             timezone.now(), next_run_at=decision.at, error=error, error_code=decision.code
         )
         delay = decision.delay.total_seconds()
-        return Outcome(
-            fields, f"Try {job.attempt} of {job.max_attempts} failed; retrying in {delay:g} s: {error}"
-        )
-    what = "Revert failed" if reverting else "Failed"
+        line = _("Try %(attempt)s of %(attempts)s failed; retrying in %(seconds)s s: %(error)s") % {
+            "attempt": job.attempt,
+            "attempts": job.max_attempts,
+            "seconds": f"{delay:g}",
+            "error": error,
+        }
+        return Outcome(fields, line)
     fields = transition(Event.FAIL, phase).values(timezone.now(), error=error, error_code=decision.code)
-    return Outcome(fields, f"{what}: {error}")
+    if reverting:
+        return Outcome(fields, _("Revert failed: %(error)s") % {"error": error})
+    return Outcome(fields, _("Failed: %(error)s") % {"error": error})
 
 
 def abandon(lease: Lease) -> bool:
@@ -322,8 +340,12 @@ def abandon(lease: Lease) -> bool:
     """
     job = lease.job
     step_id = lease.timed_step
-    where = f"step {step_id!r}" if step_id else "its run"
-    exc = JobTimeout(f"Job {job.pk} was still running {where} past its timeout; its worker gave it up.")
+    if step_id:
+        given_up = _("Job %(job)s was still running step %(step)s past its timeout; its worker gave it up.")
+        exc = JobTimeout(given_up % {"job": job.pk, "step": repr(step_id)})
+    else:
+        given_up = _("Job %(job)s was still running its run past its timeout; its worker gave it up.")
+        exc = JobTimeout(given_up % {"job": job.pk})
     phase = Phase.REVERT if job.status == Status.REVERTING else Phase.RUN
     outcome = _decided(get_kind(job.kind), job, phase, exc, str(exc))
     steps = []

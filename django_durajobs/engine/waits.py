@@ -6,6 +6,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from ..conf import get_setting
 from ..errors import JobError
@@ -21,11 +23,15 @@ def moment(value: datetime | timedelta | None, name: str) -> datetime | None:
         try:
             return timezone.now() + value
         except OverflowError:
-            raise JobError("invalid_input", f"{name} is past the last date a database stores.") from None
+            raise JobError(
+                "invalid_input", _("%(name)s is past the last date a database stores.") % {"name": name}
+            ) from None
     if isinstance(value, datetime) and timezone.is_aware(value):
         return value
     raise JobError(
-        "invalid_input", f"{name} must be a timezone-aware datetime or a timedelta, not {short_repr(value)}."
+        "invalid_input",
+        _("%(name)s must be a timezone-aware datetime or a timedelta, not %(value)s.")
+        % {"name": name, "value": short_repr(value)},
     )
 
 
@@ -39,7 +45,12 @@ def offered_actions(actions: Any) -> list[dict[str, Any]] | None:
     if len(actions) > limit:
         raise JobError(
             "invalid_input",
-            f"{len(actions):,} actions are offered; the limit is {limit} (DURAJOBS['MAX_ACTIONS']).",
+            ngettext(
+                "%(count)s action is offered; the limit is %(limit)s (DURAJOBS['MAX_ACTIONS']).",
+                "%(count)s actions are offered; the limit is %(limit)s (DURAJOBS['MAX_ACTIONS']).",
+                len(actions),
+            )
+            % {"count": f"{len(actions):,}", "limit": limit},
         )
     normalised: list[dict[str, Any]] = []
     for action in actions:
@@ -48,15 +59,19 @@ def offered_actions(actions: Any) -> list[dict[str, Any]] | None:
         if not isinstance(action_id, str) or not action_id or len(action_id) > ACTION_ID_MAX_LENGTH:
             raise JobError(
                 "invalid_input",
-                f"Each offered action needs an id of 1 to {ACTION_ID_MAX_LENGTH} characters, "
-                f"not {short_repr(action)}.",
+                _("Each offered action needs an id of 1 to %(limit)s characters, not %(value)s.")
+                % {"limit": ACTION_ID_MAX_LENGTH, "value": short_repr(action)},
             )
         if any(known["id"] == action_id for known in normalised):
-            raise JobError("invalid_input", f"The action {action_id!r} is offered twice.")
+            raise JobError(
+                "invalid_input", _("The action %(action)s is offered twice.") % {"action": repr(action_id)}
+            )
         entry.setdefault("label", action_id)
         for key, text in entry.items():
             if isinstance(text, str):
-                check_message(text, f"The action {action_id!r}'s {key}")
+                check_message(
+                    text, _("The action %(action)s's %(key)s") % {"action": repr(action_id), "key": key}
+                )
         normalised.append(entry)
-    stored: list[dict[str, Any]] = to_json(normalised, what="The offered actions")
+    stored: list[dict[str, Any]] = to_json(normalised, what=_("The offered actions"))
     return stored

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 from django.db.models import Model
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from ..conf import get_setting
 from ..errors import JobError
@@ -33,7 +34,10 @@ def _optional_text(value: Any, name: str, max_length: int = 255) -> str:
         return ""
     text = str(value)
     if len(text) > max_length:
-        raise _refuse(f"{name} is {len(text)} characters long; the limit is {max_length}.")
+        raise _refuse(
+            _("%(field)s is %(length)s characters long; the limit is %(limit)s.")
+            % {"field": name, "length": len(text), "limit": max_length}
+        )
     return check_text(text, name)
 
 
@@ -42,24 +46,28 @@ def _run_at(run_at: datetime | timedelta | None, now: datetime) -> datetime:
         return now
     if isinstance(run_at, timedelta):
         if run_at < timedelta(0):
-            raise _refuse(f"run_at cannot be a negative delay ({run_at}).")
+            raise _refuse(_("run_at cannot be a negative delay (%(delay)s).") % {"delay": run_at})
         try:
             return now + run_at
         except OverflowError:
-            raise _refuse(f"run_at is a delay past the last date a database stores ({run_at}).") from None
+            raise _refuse(
+                _("run_at is a delay past the last date a database stores (%(delay)s).") % {"delay": run_at}
+            ) from None
     if not isinstance(run_at, datetime):
-        raise _refuse(f"run_at must be a datetime or a timedelta, not {type(run_at).__name__}.")
+        raise _refuse(
+            _("run_at must be a datetime or a timedelta, not %(type)s.") % {"type": type(run_at).__name__}
+        )
     if timezone.is_naive(run_at):
-        raise _refuse("run_at must be timezone-aware.")
+        raise _refuse(_("run_at must be timezone-aware."))
     return run_at
 
 
 def _resolve_parent(parent: Job | int | None) -> int | None:
     if parent is None:
         return None
-    parent_id = to_job_id(parent, "The parent")
+    parent_id = to_job_id(parent, _("The parent"))
     if not Job.objects.filter(pk=parent_id).exists():
-        raise JobError("job_not_found", f"Parent job {parent_id} does not exist.")
+        raise JobError("job_not_found", _("Parent job %(job)s does not exist.") % {"job": parent_id})
     return parent_id
 
 
@@ -144,7 +152,9 @@ def enqueue_many(kind: str | JobKind, specs: Iterable[dict[str, Any]]) -> list[t
     if not checked:
         return []
     definition = checked[0][0]
-    keys = [fields["idempotency_key"] for _, fields in checked if fields["idempotency_key"] is not None]
+    keys = [
+        fields["idempotency_key"] for _definition, fields in checked if fields["idempotency_key"] is not None
+    ]
     existing = (
         {job.idempotency_key: job for job in Job.objects.filter(idempotency_key__in=keys)} if keys else {}
     )
@@ -152,7 +162,7 @@ def enqueue_many(kind: str | JobKind, specs: Iterable[dict[str, Any]]) -> list[t
     places: list[Job | int] = []
     first_with_key: dict[str, int] = {}
     rows: list[dict[str, Any]] = []
-    for _, fields in checked:
+    for _definition, fields in checked:
         key = fields["idempotency_key"]
         if key in existing:
             places.append(_same_kind(existing[key], definition))
@@ -167,7 +177,7 @@ def enqueue_many(kind: str | JobKind, specs: Iterable[dict[str, Any]]) -> list[t
         inserted = insert_rows(definition, rows)
     except IntegrityError:
         # Another caller took one of the keys meanwhile: one by one, each race-safe.
-        return [_enqueue_checked(definition, fields) for _, fields in checked]
+        return [_enqueue_checked(definition, fields) for _definition, fields in checked]
     for job in inserted:
         changed_to(job, None, job.status)
     claimed: set[int] = set()
@@ -214,39 +224,49 @@ def _checked_fields(
     """
     definition = kind if isinstance(kind, JobKind) else get_kind(kind)
     subject = to_json(
-        {} if subject is None else subject, what="The subject", max_bytes=get_setting("MAX_SUBJECT_BYTES")
+        {} if subject is None else subject, what=_("The subject"), max_bytes=get_setting("MAX_SUBJECT_BYTES")
     )
     if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key.strip()):
-        raise _refuse(f"An idempotency key must be a non-blank string, not {idempotency_key!r}.")
-    key = _optional_text(idempotency_key, "The idempotency key") or None
+        raise _refuse(
+            _("An idempotency key must be a non-blank string, not %(value)s.")
+            % {"value": repr(idempotency_key)}
+        )
+    key = _optional_text(idempotency_key, _("The idempotency key")) or None
     if max_attempts is not None and (problem := max_attempts_problem(max_attempts)):
         raise _refuse(problem)
     if priority is not None and (
         isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE
     ):
-        raise _refuse(f"priority must be an integer from -100 to 100, not {priority!r}.")
+        raise _refuse(
+            _("priority must be an integer from -100 to 100, not %(value)s.") % {"value": repr(priority)}
+        )
     status = initial_status or Status.QUEUED
     if status not in INITIAL_STATUSES:
-        raise _refuse(f"A job cannot start as {status!r}; it can start queued or in a waiting state.")
+        raise _refuse(
+            _("A job cannot start as %(status)s; it can start queued or in a waiting state.")
+            % {"status": repr(status)}
+        )
     if run_at is not None and status in (Status.PAUSED, Status.NEEDS_USER):
-        raise _refuse(f"A job that starts {status} waits for a person; it takes no run_at.")
+        raise _refuse(
+            _("A job that starts %(status)s waits for a person; it takes no run_at.") % {"status": status}
+        )
     fields = dict(
         kind=definition.name,
-        label=_optional_text(label, "The label") or definition.title[:255],
+        label=_optional_text(label, _("The label")) or definition.title[:255],
         status=status,
         subject=subject,
-        queue=_optional_text(queue, "The queue", 100) or definition.queue,
+        queue=_optional_text(queue, _("The queue"), 100) or definition.queue,
         priority=definition.priority if priority is None else priority,
         max_attempts=max_attempts or definition.max_attempts,
-        timeout=definition.timeout if timeout is None else to_timeout(timeout, "The timeout"),
+        timeout=definition.timeout if timeout is None else to_timeout(timeout, _("The timeout")),
         # A waiting job's next_run_at is when it wakes by itself: only if asked for.
         next_run_at=_run_at(run_at, now) if status == Status.QUEUED or run_at is not None else None,
         idempotency_key=key,
         created_by_id=_creator_id(created_by),
-        actor_type=_optional_text(actor_type, "The actor type", 20) or Job.ActorType.USER,
-        group_id=_optional_text(group_id, "The group id"),
-        subject_type=_optional_text(subject_type, "The subject type", 100),
-        subject_id=_optional_text(subject_id, "The subject id"),
+        actor_type=_optional_text(actor_type, _("The actor type"), 20) or Job.ActorType.USER,
+        group_id=_optional_text(group_id, _("The group id")),
+        subject_type=_optional_text(subject_type, _("The subject type"), 100),
+        subject_id=_optional_text(subject_id, _("The subject id")),
         parent_id=_resolve_parent(parent),
         concurrency_key=_concurrency_key(definition, subject, concurrency_key),
     )
@@ -262,19 +282,25 @@ def _concurrency_key(definition: JobKind, subject: Any, given: Any) -> str:
             given = definition.concurrency_key(subject)
         except Exception as exc:
             raise _refuse(
-                f"The concurrency_key function of kind {definition.name!r} failed on the subject: "
-                f"{type(exc).__name__}: {exc}"
+                _("The concurrency_key function of kind %(kind)s failed on the subject: %(type)s: %(error)s")
+                % {"kind": repr(definition.name), "type": type(exc).__name__, "error": exc}
             ) from exc
     if given is None or given == "":
         return ""
     if isinstance(given, bool) or not isinstance(given, str | int):
-        raise _refuse(f"A concurrency key must be a string or an integer, not {short_repr(given)}.")
+        raise _refuse(
+            _("A concurrency key must be a string or an integer, not %(value)s.")
+            % {"value": short_repr(given)}
+        )
     if not definition.takes_keys:
         raise _refuse(
-            f"Kind {definition.name!r} has no concurrency limit; declare @job(concurrency_limit=…) "
-            f"to enqueue its jobs with a concurrency key."
+            _(
+                "Kind %(kind)s has no concurrency limit; declare @job(concurrency_limit=…) "
+                "to enqueue its jobs with a concurrency key."
+            )
+            % {"kind": repr(definition.name)}
         )
-    return _optional_text(given, "The concurrency key")
+    return _optional_text(given, _("The concurrency key"))
 
 
 def _creator_id(created_by: Any) -> Any:
@@ -293,14 +319,20 @@ def _creator_id(created_by: Any) -> Any:
         return user_id
     except ValidationError:
         raise _refuse(
-            f"created_by must be a saved user or a user's id, not {short_repr(created_by)}."
+            _("created_by must be a saved user or a user's id, not %(value)s.")
+            % {"value": short_repr(created_by)}
         ) from None
 
 
 def _same_kind(existing: Job, definition: JobKind) -> Job:
     if existing.kind != definition.name:
         raise _refuse(
-            f"The idempotency key {existing.idempotency_key!r} belongs to job {existing.pk} "
-            f"of kind {existing.kind!r}, not {definition.name!r}."
+            _("The idempotency key %(key)s belongs to job %(job)s of kind %(kind)s, not %(expected)s.")
+            % {
+                "key": repr(existing.idempotency_key),
+                "job": existing.pk,
+                "kind": repr(existing.kind),
+                "expected": repr(definition.name),
+            }
         )
     return existing

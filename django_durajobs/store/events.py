@@ -17,6 +17,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from ..models import Event, Job
 from ..status import Phase, Status
@@ -30,7 +31,7 @@ WAKE_BATCH = 500
 
 
 def event_wait_reason(name: str) -> str:
-    return f"Waiting for event {name}"
+    return _("Waiting for event %(name)s") % {"name": name}
 
 
 def send_event(name: str, payload: Any = None, *, sent_by: str = "") -> bool:
@@ -69,7 +70,7 @@ def waiters(name: str) -> QuerySet[Job]:
 def wake_waiters(name: str) -> int:
     """Queue every job waiting for the event ``name``, a batch at a time; returns how many."""
     woken = 0
-    line = f"Event {name} was sent; queued again."
+    line = _("Event %(name)s was sent; queued again.") % {"name": name}
     while batch := list(waiters(name).only("id", "status", "queue", "parent_id")[:WAKE_BATCH]):
         fields = transition(Change.EVENT_SENT, Phase.RUN).values(timezone.now())
         if changes.change_status_many(batch, Status.AWAITING_EXTERNAL, fields, line, waits_for_event=name):
@@ -88,7 +89,7 @@ def wake_if_sent(job: Job, name: str) -> bool:
         return False
     fields = transition(Change.EVENT_SENT, Phase.RUN).values(timezone.now())
     parked = Job(pk=job.pk, status=Status.AWAITING_EXTERNAL, queue=job.queue, parent_id=job.parent_id)
-    line = f"Event {name} was sent as the job began to wait; queued again."
+    line = _("Event %(name)s was sent as the job began to wait; queued again.") % {"name": name}
     return changes.change_status(parked, fields, line, waits_for_event=name, phase=Phase.RUN)
 
 

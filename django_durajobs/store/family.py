@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from ..models import Job
 from ..status import SETTLED, Phase, Status
@@ -21,7 +22,9 @@ def open_children(parent_id: int) -> tuple[int, int]:
 
 
 def children_wait_reason(still_open: int, total: int) -> str:
-    return f"Waiting for {still_open} of {total} child jobs"
+    return ngettext(
+        "Waiting for %(open)s of %(total)s child job", "Waiting for %(open)s of %(total)s child jobs", total
+    ) % {"open": still_open, "total": total}
 
 
 def wake_parent(parent_id: int) -> bool:
@@ -41,8 +44,19 @@ def wake_parent(parent_id: int) -> bool:
         )
         return False
     fields = transition(Event.CHILDREN_SETTLED, parent.phase, parent.status).values(timezone.now())
-    then = "its revert goes on" if parent.phase == Phase.REVERT else "queued again"
-    line = f"All {total} child jobs have settled; {then}."
+    if parent.phase == Phase.REVERT:
+        settled = ngettext(
+            "The %(total)s child job has settled; its revert goes on.",
+            "All %(total)s child jobs have settled; its revert goes on.",
+            total,
+        )
+    else:
+        settled = ngettext(
+            "The %(total)s child job has settled; queued again.",
+            "All %(total)s child jobs have settled; queued again.",
+            total,
+        )
+    line = settled % {"total": total}
     woke = changes.change_status(parent, fields, line, waits_for_children=True)
     if woke and parent.status == Status.REVERTING:
         changes.notify_due(parent.queue)

@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from .. import telemetry
 from ..errors import JobError
@@ -69,7 +70,9 @@ def _check_creators(rows: list[dict[str, Any]]) -> None:
     missing = wanted - found
     if missing:
         raise JobError(
-            "invalid_input", f"created_by names no existing user: {short_repr(sorted(missing, key=str))}."
+            "invalid_input",
+            _("created_by names no existing user: %(value)s.")
+            % {"value": short_repr(sorted(missing, key=str))},
         )
 
 

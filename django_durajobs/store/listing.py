@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db.models import CharField, Count, Func, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
+from django.utils.translation import gettext as _
 
 from ..errors import JobError
 from ..models import Job, JobStep
@@ -40,7 +41,9 @@ def find_jobs(
     unknown = sorted(set(statuses) - set(Status.values))
     if unknown:
         raise JobError(
-            "invalid_input", f"No status {short_repr(unknown)}; one of {', '.join(Status.values)}."
+            "invalid_input",
+            _("No status %(value)s; one of %(statuses)s.")
+            % {"value": short_repr(unknown), "statuses": ", ".join(Status.values)},
         )
     jobs: QuerySet[Job] = Job.objects.annotate(database_now=DatabaseNow())
     if statuses:
@@ -50,7 +53,7 @@ def find_jobs(
     if queues:
         jobs = jobs.filter(queue__in=list(queues))
     if parent is not None:
-        jobs = jobs.filter(parent_id=to_job_id(parent, "The parent"))
+        jobs = jobs.filter(parent_id=to_job_id(parent, _("The parent")))
     if subject:
         jobs = _containing(jobs, subject)
     return jobs.order_by("-created_at", "-id")
@@ -77,7 +80,9 @@ def subject_keys(subject: Mapping[str, Any]) -> list[tuple[KeyTransform, Any]]:
     leaves = list(_leaves(subject, ()))
     if len(leaves) > MAX_SUBJECT_KEYS:
         raise JobError(
-            "invalid_input", f"A subject filter compares at most {MAX_SUBJECT_KEYS} keys, not {len(leaves)}."
+            "invalid_input",
+            _("A subject filter compares at most %(limit)s keys, not %(count)s.")
+            % {"limit": MAX_SUBJECT_KEYS, "count": len(leaves)},
         )
     keys = []
     for path, value in leaves:
@@ -90,10 +95,16 @@ def subject_keys(subject: Mapping[str, Any]) -> list[tuple[KeyTransform, Any]]:
 
 def _leaves(value: Mapping[str, Any], path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
     if not isinstance(value, Mapping) or not value:
-        raise JobError("invalid_input", f"A subject filter is a non-empty object, not {short_repr(value)}.")
+        raise JobError(
+            "invalid_input",
+            _("A subject filter is a non-empty object, not %(value)s.") % {"value": short_repr(value)},
+        )
     for key, inner in value.items():
         if not isinstance(key, str) or not key:
-            raise JobError("invalid_input", f"A subject key is a non-empty text, not {short_repr(key)}.")
+            raise JobError(
+                "invalid_input",
+                _("A subject key is a non-empty text, not %(value)s.") % {"value": short_repr(key)},
+            )
         if isinstance(inner, Mapping):
             yield from _leaves(inner, (*path, key))
         elif isinstance(inner, float) and inner.is_integer():
@@ -103,7 +114,8 @@ def _leaves(value: Mapping[str, Any], path: tuple[str, ...]) -> Iterator[tuple[t
         else:
             raise JobError(
                 "invalid_input",
-                f"A subject filter compares text, numbers, true, false and null, not {short_repr(inner)}.",
+                _("A subject filter compares text, numbers, true, false and null, not %(value)s.")
+                % {"value": short_repr(inner)},
             )
 
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from ..errors import JobError
 from ..models import Event, Job, JobLimit
@@ -58,7 +59,11 @@ def prune(
     """
     cutoff = timezone.now() - _checked_age(older_than)
     if not 1 <= batch <= MAX_BATCH:
-        raise JobError("invalid_input", f"batch must be from 1 to {MAX_BATCH:,}, not {short_repr(batch)}.")
+        raise JobError(
+            "invalid_input",
+            _("batch must be from 1 to %(limit)s, not %(value)s.")
+            % {"limit": f"{MAX_BATCH:,}", "value": short_repr(batch)},
+        )
     result = PruneResult()
     for ids in _old_roots(cutoff, _checked_statuses(statuses), kinds, batch):
         members = family_members(ids, cutoff)
@@ -79,7 +84,9 @@ def prune(
 def _checked_age(older_than: timedelta) -> timedelta:
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise JobError(
-            "invalid_input", f"older_than must be a timedelta of zero or more, not {short_repr(older_than)}."
+            "invalid_input",
+            _("older_than must be a timedelta of zero or more, not %(value)s.")
+            % {"value": short_repr(older_than)},
         )
     return older_than
 
@@ -92,8 +99,8 @@ def _checked_statuses(statuses: Collection[str] | None) -> frozenset[str]:
     if unfinished or not chosen:
         raise JobError(
             "invalid_input",
-            f"Only finished jobs are pruned: statuses are some of {', '.join(sorted(TERMINAL))}, "
-            f"not {short_repr(unfinished or list(chosen))}.",
+            _("Only finished jobs are pruned: statuses are some of %(statuses)s, not %(value)s.")
+            % {"statuses": ", ".join(sorted(TERMINAL)), "value": short_repr(unfinished or list(chosen))},
         )
     return chosen
 
@@ -157,5 +164,5 @@ def prune_events(cutoff: datetime) -> int:
     Jobs waiting for one of them were woken when it was sent; a wait for its name that starts
     later waits for a new send, as if it had never been sent.
     """
-    deleted, _ = Event.objects.filter(sent_at__lt=cutoff).delete()
+    deleted, _by_model = Event.objects.filter(sent_at__lt=cutoff).delete()
     return deleted

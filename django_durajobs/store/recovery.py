@@ -8,6 +8,8 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from ..conf import get_setting
 from ..models import Job, JobStep
@@ -64,15 +66,27 @@ def release(job: Job, why: str, extra: Q | None = None) -> int:
     losses = job.worker_losses + (why == "lost")
     unlock = dict(locked_by="", locked_at=None, lease_token="", updated_at=now, worker_losses=losses)
     if why == "lost" and losses >= get_setting("MAX_WORKER_LOSSES"):
-        error = f"The worker running this job was lost {losses} times; it is not handed to another one."
+        error = ngettext(
+            "The worker running this job was lost %(count)s time; it is not handed to another one.",
+            "The worker running this job was lost %(count)s times; it is not handed to another one.",
+            losses,
+        ) % {"count": losses}
         fields = transition(Event.WORKER_LOST, job.phase).values(now, error=error)
-        line = f"Worker {job.locked_by} lost; the job failed after {losses} lost workers."
+        line = ngettext(
+            "Worker %(worker)s lost; the job failed after %(count)s lost worker.",
+            "Worker %(worker)s lost; the job failed after %(count)s lost workers.",
+            losses,
+        ) % {"worker": job.locked_by, "count": losses}
     else:
         fields = written(transition(Event.RELEASE, job.phase).values(now))
         if why == "lost":
-            line = f"Worker {job.locked_by} lost; the job resumes after its last finished step."
+            line = _("Worker %(worker)s lost; the job resumes after its last finished step.") % {
+                "worker": job.locked_by
+            }
         else:
-            line = f"Worker {job.locked_by} stopped; the job resumes after its last finished step."
+            line = _("Worker %(worker)s stopped; the job resumes after its last finished step.") % {
+                "worker": job.locked_by
+            }
     status = fields["status"]
     with transaction.atomic():
         fence = Job.objects.held().filter(pk=job.pk, lease_token=job.lease_token)
@@ -82,7 +96,9 @@ def release(job: Job, why: str, extra: Q | None = None) -> int:
             return 0
         JobStep.objects.filter(job_id=job.pk, state=StepState.RUNNING).update(
             state=StepState.PENDING,
-            detail=f"Interrupted: its worker {'was lost' if why == 'lost' else 'stopped'}.",
+            detail=_("Interrupted: its worker was lost.")
+            if why == "lost"
+            else _("Interrupted: its worker stopped."),
         )
         append_log(job.pk, line)
         if status != Status.FAILED:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext as _
 
 from ..engine import retry
 from ..errors import JobError
@@ -93,19 +94,34 @@ def find_task_kind(name: str) -> TaskKind | None:
         return None
     except Exception as exc:
         raise JobError(
-            "unknown_job_kind", f"Importing the task {name!r} failed: {type(exc).__name__}: {exc}"
+            "unknown_job_kind",
+            _("Importing the task %(task)s failed: %(type)s: %(error)s")
+            % {"task": repr(name), "type": type(exc).__name__, "error": exc},
         ) from exc
     if not isinstance(found, Task):
-        raise JobError("not_a_task", f"{name!r} is a {type(found).__name__}, not a task (@task).")
+        raise JobError(
+            "not_a_task",
+            _("%(task)s is a %(type)s, not a task (@task).")
+            % {"task": repr(name), "type": type(found).__name__},
+        )
     if found.module_path != name:
-        raise JobError("not_a_task", f"{name!r} is the task {found.module_path!r} under another name.")
+        raise JobError(
+            "not_a_task",
+            _("%(task)s is the task %(path)s under another name.")
+            % {"task": repr(name), "path": repr(found.module_path)},
+        )
     try:
         backend = found.get_backend()
     except Exception as exc:
-        raise JobError("not_a_task", f"The backend of task {name!r} is unusable: {exc}") from exc
+        raise JobError(
+            "not_a_task",
+            _("The backend of task %(task)s is unusable: %(error)s") % {"task": repr(name), "error": exc},
+        ) from exc
     if not isinstance(backend, DurableBackend):
         raise JobError(
-            "not_a_task", f"Task {name!r} runs on {type(backend).__name__}, not on DurableBackend."
+            "not_a_task",
+            _("Task %(task)s runs on %(backend)s, not on DurableBackend.")
+            % {"task": repr(name), "backend": type(backend).__name__},
         )
     return _kind(found)
 
@@ -152,10 +168,10 @@ def run_task(job: Job, ctx: JobContext) -> Any:
             raise TryFailed(exc, ctx.worker_id, TaskExited(f"The task exited: {exc!r}")) from exc
 
     try:
-        record = ctx.step(step_id, attempt, title=f"Try {ctx.attempt}")
+        record = ctx.step(step_id, attempt, title=_("Try %(attempt)s") % {"attempt": ctx.attempt})
     except TryFailed as failed:
         raised = failed.raised
-        error, _ = failed_try(ctx.steps[step_id])
+        error, _worker_id = failed_try(ctx.steps[step_id])
     else:
         value = record["return_value"]
         _send(task_finished, _ended(running, TaskResultStatus.SUCCESSFUL, return_value=value))
