@@ -40,8 +40,10 @@ class JobKind:
 
     name: str
     run: RunFunction
-    title: str
-    steps: tuple[tuple[str, str], ...] = ()
+    #: The title and the step titles may be lazy (``gettext_lazy``): read in the language active
+    #: where they are shown or stored.
+    title: str | Promise
+    steps: tuple[tuple[str, str | Promise], ...] = ()
     max_attempts: int = 1
     retryable: Callable[[BaseException], bool] | None = None
     queue: str = "default"
@@ -77,6 +79,10 @@ class JobKind:
     def runs_async(self, reverting: bool) -> bool:
         """Whether a run (or, ``reverting``, a revert) of this kind is a coroutine to await."""
         return self.revert_is_async if reverting else self.run_is_async
+
+    def step_rows(self) -> list[tuple[str, str]]:
+        """The declared steps as their rows store them: each title as text, in the language active now."""
+        return [(step_id, str(title)[:255]) for step_id, title in self.steps]
 
     @property
     def has_revert(self) -> bool:
@@ -149,14 +155,14 @@ def max_attempts_problem(value: Any) -> str | None:
     return None
 
 
-def _normalise_steps(steps: Iterable[Any]) -> tuple[tuple[str, str], ...]:
-    normalised: list[tuple[str, str]] = []
+def _normalise_steps(steps: Iterable[Any]) -> tuple[tuple[str, str | Promise], ...]:
+    normalised: list[tuple[str, str | Promise]] = []
     for step in steps:
         step_id, title = (step, step) if isinstance(step, str) else tuple(step)
         problem = name_problem(step_id, gettext_lazy("A step id"))
         if problem:
             raise ValueError(problem)
-        normalised.append((step_id, str(title)[:255]))
+        normalised.append((step_id, title if isinstance(title, Promise) else str(title)[:255]))
     ids = [step_id for step_id, _title in normalised]
     if len(set(ids)) != len(ids):
         raise ValueError(f"Step ids must be unique: {ids}.")
@@ -220,7 +226,7 @@ def job(
         kind = JobKind(
             name=kind_name,
             run=fn,
-            title=(title or kind_name)[:255],
+            title=title if isinstance(title, Promise) else (title or kind_name)[:255],
             steps=_normalise_steps(steps),
             max_attempts=max_attempts,
             retryable=retryable,

@@ -161,7 +161,7 @@ class JobContext:
         steps, all pending, and need not be read.
         """
         if self.first_run and not self._steps_from_rows:
-            declared = self.kind.steps if self.phase == Phase.RUN else ()
+            declared = self.kind.step_rows() if self.phase == Phase.RUN else []
             return {
                 step_id: JobStep(
                     job_id=self.job.pk, phase=self.phase, position=position, step_id=step_id, title=title

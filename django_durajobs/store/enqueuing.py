@@ -252,7 +252,7 @@ def _checked_fields(
         )
     fields = dict(
         kind=definition.name,
-        label=_optional_text(label, _("The label")) or definition.title[:255],
+        label=_optional_text(label, _("The label")) or str(definition.title)[:255],
         status=status,
         subject=subject,
         queue=_optional_text(queue, _("The queue"), 100) or definition.queue,

@@ -52,7 +52,7 @@ def insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
             (
                 JobStep(job=job, phase=Phase.RUN, position=position, step_id=step_id, title=title)
                 for job in jobs
-                for position, (step_id, title) in enumerate(definition.steps)
+                for position, (step_id, title) in enumerate(definition.step_rows())
             ),
             batch_size=1000,
         )
@@ -229,7 +229,7 @@ def _insert_in_one_statement(
     params += [[row[attname] for row in texts] for attname in arrays]
     if definition.steps:
         params += [Phase.RUN, StepState.PENDING]
-        for position, (step_id, title) in enumerate(definition.steps):
+        for position, (step_id, title) in enumerate(definition.step_rows()):
             params += [position, step_id, title]
     for queue in due_queues:
         params += [NOTIFY_CHANNEL, queue]
