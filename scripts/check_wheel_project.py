@@ -96,11 +96,15 @@ def check(condition: bool, what: str) -> None:
 def check_wheel_contents() -> None:
     names = set(zipfile.ZipFile(os.environ["CHECK_WHEEL_WHEEL"]).namelist())
     source = Path(os.environ["CHECK_WHEEL_SOURCE"])
-    compiled = {f"django_durajobs/{mo.relative_to(source)}" for mo in source.glob("locale/*/LC_MESSAGES/*.mo")}
+    compiled = {
+        f"django_durajobs/{mo.relative_to(source)}" for mo in source.glob("locale/*/LC_MESSAGES/*.mo")
+    }
     print("the wheel:")
     check(bool(compiled) and compiled <= names, f"compiled translations: {', '.join(sorted(compiled))}")
     check("django_durajobs/static/django_durajobs/console.js" in names, "static files")
-    check(any(n.startswith("django_durajobs/templates/admin/django_durajobs/job/") for n in names), "templates")
+    check(
+        any(n.startswith("django_durajobs/templates/admin/django_durajobs/job/") for n in names), "templates"
+    )
     check("django_durajobs/migrations/0001_initial.py" in names, "migrations")
     check("django_durajobs/py.typed" in names, "py.typed")
     check(any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "LICENSE")
@@ -125,7 +129,12 @@ def server(dbname: str) -> psycopg.Connection:
 
 def make_project() -> None:
     parts = urlsplit(SERVER_URL)
-    values = {"name": DATABASE, "user": parts.username or "postgres", "host": parts.hostname, "port": parts.port}
+    values = {
+        "name": DATABASE,
+        "user": parts.username or "postgres",
+        "host": parts.hostname,
+        "port": parts.port,
+    }
     (HERE / "settings.py").write_text(SETTINGS % values)
     (HERE / "urls.py").write_text(URLS)
     (HERE / "manage.py").write_text(
@@ -147,7 +156,9 @@ def run_first_job() -> None:
     manage("shell", "-c", enqueue)
     print("the first job:")
     worker = manage("runjobs", "--burst")
-    print("  " + worker.strip().replace("\n", "\n  ") if worker.strip() else "  (runjobs --burst said nothing)")
+    print(
+        "  " + worker.strip().replace("\n", "\n  ") if worker.strip() else "  (runjobs --burst said nothing)"
+    )
 
 
 def check_from_django() -> None:

@@ -101,3 +101,29 @@ def test_reset_starts_the_demo_again_from_nothing(tmp_path):
         assert database.execute(
             "SELECT COUNT(*) FROM django_durajobs_job WHERE label = 'seen before'"
         ).fetchone() == (0,)
+
+
+def test_the_demo_in_korean_seeds_korean_jobs_and_its_worker_writes_korean(tmp_path):
+    """``--language ko``: the seeded jobs' labels and step titles, the questions the jobs ask and
+    the wait reasons the worker writes are Korean; kinds, statuses and codes are the same."""
+    from tests.integration.test_korean import ko
+
+    demo_dir = tmp_path / "demo"
+    run_demo(demo_dir, "--language", "ko")
+
+    with closing(sqlite3.connect(demo_dir / "example.sqlite3")) as database:
+        jobs = dict(database.execute("SELECT kind, label FROM django_durajobs_job WHERE parent_id IS NULL"))
+        waits = dict(database.execute("SELECT kind, wait_reason FROM django_durajobs_job"))
+        titles = {
+            title
+            for (title,) in database.execute(
+                "SELECT s.title FROM django_durajobs_jobstep s JOIN django_durajobs_job j ON j.id = s.job_id "
+                "WHERE j.kind = 'refund_order'"
+            )
+        }
+        statuses = dict(database.execute("SELECT kind, status FROM django_durajobs_job WHERE parent_id IS NULL"))
+
+    assert jobs["process_order"] == ko("Process order %(number)s") % {"number": 1002}
+    assert waits["process_order"] == ko("Waiting for event %(name)s") % {"name": "payment:1002"}
+    assert ko("Approval") in titles and ko("Pay the money back") in titles
+    assert (statuses["refund_order"], statuses["process_order"]) == ("needs_user", "awaiting_external")

@@ -75,7 +75,10 @@ def test_writing_a_job_runs_as_pasted_and_its_revert_undoes_it(tmp_path, child_e
 def test_the_installation_example_enqueues_and_runs_a_first_job(tmp_path, child_env):
     section = "## Installation"
     modules = {"jobs.py": block("# myapp/jobs.py", after=section)}
-    script = block("from myapp.jobs import say_hello", after=section) + "\nfrom django_durajobs import drain\ndrain()\nprint(job.pk)\n"
+    script = (
+        block("from myapp.jobs import say_hello", after=section)
+        + "\nfrom django_durajobs import drain\ndrain()\nprint(job.pk)\n"
+    )
     pk = int(run_readme(tmp_path, child_env, modules, script).split()[-1])
 
     job = Job.objects.get(pk=pk)
