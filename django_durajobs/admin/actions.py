@@ -133,6 +133,7 @@ class JobActionsMixin(JobAdminParts):
             "opts": self.model._meta,
             "label": label,
             "count": count(total),
+            "total": total,
             "deleting": name == "delete",
             "action_name": "delete_selected" if name == "delete" else f"{name}_jobs",
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
