@@ -34,13 +34,19 @@ def test_the_catalog_sends_an_anonymous_visitor_to_the_login():
 
 
 @pytest.mark.parametrize("page", ["list", "job", "dashboard"])
-def test_every_page_with_the_console_loads_the_catalog_before_it(viewer_client, page):
+def test_every_page_with_the_console_loads_the_catalog_before_it(admin_client, page):
     urls = {
         "list": list_url,
         "job": lambda: change_url(JobFactory()),
         "dashboard": lambda: reverse("admin:django_durajobs_job_dashboard"),
     }
-    content = viewer_client.get(urls[page]()).content.decode()
+    content = admin_client.get(urls[page]()).content.decode()
     admin_catalog = content.index(f'<script src="{reverse("admin:jsi18n")}"')
     own_catalog = content.index(f'<script src="{reverse(CATALOG)}"')
     assert admin_catalog < own_catalog < content.index("django_durajobs/console.js")
+
+
+def test_the_list_loads_the_catalog_without_actions_too(viewer_client):
+    """Admin's catalog comes only with the list's actions; this app's catalog always does."""
+    content = viewer_client.get(list_url()).content.decode()
+    assert content.index(f'<script src="{reverse(CATALOG)}"') < content.index("django_durajobs/console.js")
