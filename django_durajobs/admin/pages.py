@@ -251,7 +251,7 @@ class JobPageMixin(JobAdminParts):
         except JobError as refusal:
             self.message_user(request, str(refusal), messages.WARNING)
             return HttpResponseRedirect(reverse("admin:django_durajobs_job_change", args=[job.pk]))
-        self.log_change(request, job, f"run again as {copy.pk}")
+        self.log_change(request, job, _("run again as %(id)s") % {"id": copy.pk})
         self.message_user(
             request,
             _("Job %(copy)s runs job %(id)s again.") % {"copy": copy.pk, "id": job.pk},
