@@ -19,8 +19,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import capfirst
-from django.utils.translation import gettext_lazy as _
 from django.utils.translation import gettext, ngettext_lazy, pgettext_lazy
+from django.utils.translation import gettext_lazy as _
 
 from .. import ops, store
 from ..models import Job, JobLog, JobStep
@@ -195,7 +195,9 @@ class JobActionsMixin(JobAdminParts):
         """Django's deletion, for any selection: jobs that have not ended, and jobs with child jobs
         that have not ended, are kept (deleting a job deletes its children)."""
         if request.POST.get("confirmed") != "yes":
-            return self._confirmation(request, "delete", pgettext_lazy("job operation", "Delete"), queryset.count())
+            return self._confirmation(
+                request, "delete", pgettext_lazy("job operation", "Delete"), queryset.count()
+            )
         deleted = 0
         kept: Counter[str] = Counter()
         for batch in ops.id_batches(queryset):
