@@ -8,7 +8,7 @@ from typing import Any
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext, pgettext
 
 from ..models import Job
 from ..status import Status
@@ -92,7 +92,10 @@ def job_page(output: Output, summary: dict[str, Any], *, log_lines: int) -> None
             (_("Created"), moment(summary["created_at"])),
             (_("Started"), moment(summary["started_at"])),
             (_("Ended"), moment(summary["ended_at"])),
-            (_("Can"), ", ".join(can for can in _allowed(summary)) or None),
+            (
+                pgettext("the operations a job allows now", "Can"),
+                ", ".join(can for can in _allowed(summary)) or None,
+            ),
         ]
     )
     if summary["steps"]:
