@@ -91,9 +91,10 @@ class ConsoleMixin(JobAdminParts):
                 "dashboard/live/", view(self.dashboard_live_view), name="django_durajobs_job_dashboard_live"
             ),
             path("live/", view(self.list_live_view), name="django_durajobs_job_list_live"),
+            # The console's own texts (admin's catalog has only the admin's): cacheable like it.
             path(
                 "jsi18n/",
-                view(JavaScriptCatalog.as_view(packages=["django_durajobs"])),
+                view(JavaScriptCatalog.as_view(packages=["django_durajobs"]), cacheable=True),
                 name="django_durajobs_job_jsi18n",
             ),
             path("<path:object_id>/live/", view(self.page_live_view), name="django_durajobs_job_live"),
