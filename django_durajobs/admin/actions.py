@@ -19,8 +19,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.text import capfirst
+from django.utils.translation import gettext, ngettext_lazy, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext_lazy
 
 from .. import ops, store
 from ..models import Job, JobLog, JobStep
@@ -113,7 +113,11 @@ def outcome_message(
             for code, number in skipped.most_common()
         ]
         heading = KEPT if operation == "delete" else SKIPPED
-        parts.append(f"{counted(heading, sum(skipped.values()))} {', '.join(reasons)}.")
+        # Translators: "10 were skipped:" and the reasons, such as "7 are not waiting, 3 have not ended".
+        sentence = gettext("%(heading)s %(reasons)s.")
+        parts.append(
+            sentence % {"heading": counted(heading, sum(skipped.values())), "reasons": ", ".join(reasons)}
+        )
     return " ".join(parts)
 
 
@@ -133,6 +137,7 @@ class JobActionsMixin(JobAdminParts):
             "opts": self.model._meta,
             "label": label,
             "count": count(total),
+            "total": total,
             "deleting": name == "delete",
             "action_name": "delete_selected" if name == "delete" else f"{name}_jobs",
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
@@ -190,7 +195,9 @@ class JobActionsMixin(JobAdminParts):
         """Django's deletion, for any selection: jobs that have not ended, and jobs with child jobs
         that have not ended, are kept (deleting a job deletes its children)."""
         if request.POST.get("confirmed") != "yes":
-            return self._confirmation(request, "delete", _("Delete"), queryset.count())
+            return self._confirmation(
+                request, "delete", pgettext_lazy("job operation", "Delete"), queryset.count()
+            )
         deleted = 0
         kept: Counter[str] = Counter()
         for batch in ops.id_batches(queryset):

@@ -24,6 +24,7 @@ from django.utils.decorators import method_decorator
 from django.utils.html import conditional_escape
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
+from django.views.i18n import JavaScriptCatalog
 
 from .. import store
 from ..models import Job, JobLog
@@ -90,6 +91,12 @@ class ConsoleMixin(JobAdminParts):
                 "dashboard/live/", view(self.dashboard_live_view), name="django_durajobs_job_dashboard_live"
             ),
             path("live/", view(self.list_live_view), name="django_durajobs_job_list_live"),
+            # The console's own texts (admin's catalog has only the admin's): cacheable like it.
+            path(
+                "jsi18n/",
+                view(JavaScriptCatalog.as_view(packages=["django_durajobs"]), cacheable=True),
+                name="django_durajobs_job_jsi18n",
+            ),
             path("<path:object_id>/live/", view(self.page_live_view), name="django_durajobs_job_live"),
         ]
 

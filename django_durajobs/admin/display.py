@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from .. import ops
 from ..engine.moments import exact, relative
@@ -134,14 +135,45 @@ class Operation:
 OPERATIONS = {
     operation.name: operation
     for operation in (
-        Operation("resume", ops.resume, "operate", _("Resume"), _("Job %(id)s resumed."), "can_resume"),
         Operation(
-            "retry", ops.retry, "operate", _("Retry"), _("Job %(id)s queued for another try."), "can_retry"
+            "resume",
+            ops.resume,
+            "operate",
+            pgettext_lazy("job operation", "Resume"),
+            _("Job %(id)s resumed."),
+            "can_resume",
         ),
-        Operation("pause", ops.pause, "operate", _("Pause"), _("Job %(id)s paused."), "can_pause"),
-        Operation("cancel", ops.cancel, "operate", _("Cancel"), _("Job %(id)s cancelled."), "can_cancel"),
         Operation(
-            "revert", ops.revert, "revert", _("Revert"), _("Job %(id)s is being reverted."), "can_revert"
+            "retry",
+            ops.retry,
+            "operate",
+            pgettext_lazy("job operation", "Retry"),
+            _("Job %(id)s queued for another try."),
+            "can_retry",
+        ),
+        Operation(
+            "pause",
+            ops.pause,
+            "operate",
+            pgettext_lazy("job operation", "Pause"),
+            _("Job %(id)s paused."),
+            "can_pause",
+        ),
+        Operation(
+            "cancel",
+            ops.cancel,
+            "operate",
+            pgettext_lazy("job operation", "Cancel"),
+            _("Job %(id)s cancelled."),
+            "can_cancel",
+        ),
+        Operation(
+            "revert",
+            ops.revert,
+            "revert",
+            pgettext_lazy("job operation", "Revert"),
+            _("Job %(id)s is being reverted."),
+            "can_revert",
         ),
     )
 }

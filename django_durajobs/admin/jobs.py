@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlencode
 
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import ChangeList
@@ -200,9 +201,14 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
         ),
     )
 
-    class Media:
-        css = {"all": ("django_durajobs/admin.css",)}
-        js = ("django_durajobs/console.js",)
+    @property
+    def media(self) -> forms.Media:
+        """The console's script, after this app's own JavaScript catalog (admin's catalog, which
+        the admin's templates load first, holds only the admin's texts)."""
+        catalog = reverse(f"{self.admin_site.name}:django_durajobs_job_jsi18n")
+        return super().media + forms.Media(
+            css={"all": ("django_durajobs/admin.css",)}, js=(catalog, "django_durajobs/console.js")
+        )
 
     # Jobs are created by code and changed by operations, never edited as raw fields.
 

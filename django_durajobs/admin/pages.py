@@ -163,6 +163,7 @@ class JobPageMixin(JobAdminParts):
             "retryable_children": count(retryable_children) if may["operate"] and retryable_children else "",
             "live_url": reverse("admin:django_durajobs_job_live", args=[job.pk]),
             "earlier_completed": count(earlier) if earlier else "",
+            "earlier_count": earlier,
             "children_total": count(summary["children"]["total"]) if summary["children"] else "",
             "buttons": buttons,
             "may_answer": may["operate"] and job.status == Status.NEEDS_USER,
@@ -210,7 +211,7 @@ class JobPageMixin(JobAdminParts):
         job = self._job_or_404(request, object_id, defer=PAGE_ONLY_FIELDS)
         chosen = OPERATIONS.get(operation) or PAGE_OPERATIONS.get(operation)
         if chosen is None:
-            raise Http404(f"No operation {operation!r}.")
+            raise Http404(_("No operation %(name)r.") % {"name": operation})
         if not getattr(self, f"has_{chosen.permission}_permission")(request, job):
             raise PermissionDenied
         if request.method == "GET":
@@ -251,7 +252,7 @@ class JobPageMixin(JobAdminParts):
         except JobError as refusal:
             self.message_user(request, str(refusal), messages.WARNING)
             return HttpResponseRedirect(reverse("admin:django_durajobs_job_change", args=[job.pk]))
-        self.log_change(request, job, f"run again as {copy.pk}")
+        self.log_change(request, job, _("run again as %(id)s") % {"id": copy.pk})
         self.message_user(
             request,
             _("Job %(copy)s runs job %(id)s again.") % {"copy": copy.pk, "id": job.pk},
@@ -278,7 +279,7 @@ class JobPageMixin(JobAdminParts):
         except (ValidationError, ValueError, OverflowError):
             job = None
         if job is None:
-            raise Http404(f"No job {object_id!r}.")
+            raise Http404(_("No job %(id)r.") % {"id": object_id})
         if not self.has_view_permission(request, job):
             raise PermissionDenied
         return job

@@ -142,7 +142,10 @@ def log_section(job: Job) -> Section:
     if total > len(latest):
         note = format_html(
             '{} <a href="{}">{}</a>',
-            _("The latest %(shown)s of %(total)s lines.") % {"shown": len(latest), "total": count(total)},
+            ngettext(
+                "The latest %(shown)s of %(total)s line.", "The latest %(shown)s of %(total)s lines.", total
+            )
+            % {"shown": len(latest), "total": count(total)},
             log_url(job),
             _("Show the full log"),
         )

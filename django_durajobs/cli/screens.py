@@ -8,6 +8,7 @@ from typing import Any
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext, pgettext
 
 from ..models import Job
 from ..status import Status
@@ -56,7 +57,15 @@ def job_list(output: Output, summaries: list[dict[str, Any]], *, more: bool) -> 
     ]
     output.table(columns, rows)
     if more:
-        output.line(_("Only the newest %(count)d are shown; --limit shows more.") % {"count": len(summaries)})
+        shown = len(summaries)
+        output.line(
+            ngettext(
+                "Only the newest %(count)d is shown; --limit shows more.",
+                "Only the newest %(count)d are shown; --limit shows more.",
+                shown,
+            )
+            % {"count": shown}
+        )
 
 
 def job_page(output: Output, summary: dict[str, Any], *, log_lines: int) -> None:
@@ -65,7 +74,12 @@ def job_page(output: Output, summary: dict[str, Any], *, log_lines: int) -> None
     output.fields(
         [
             (_("Job"), f"#{summary['id']} {summary['label']} ({summary['kind']})"),
-            (_("Status"), summary["status"] + (" (" + _("stale lease") + ")" if summary["stale"] else "")),
+            (
+                _("Status"),
+                _("%(status)s (stale lease)") % {"status": summary["status"]}
+                if summary["stale"]
+                else summary["status"],
+            ),
             (_("Progress"), f"{summary['progress']}%"),
             (_("Attempt"), f"{summary['attempt']}/{summary['max_attempts']}"),
             (_("Current step"), f"{current['title']} ({current['state']})" if current else None),
@@ -78,7 +92,10 @@ def job_page(output: Output, summary: dict[str, Any], *, log_lines: int) -> None
             (_("Created"), moment(summary["created_at"])),
             (_("Started"), moment(summary["started_at"])),
             (_("Ended"), moment(summary["ended_at"])),
-            (_("Can"), ", ".join(can for can in _allowed(summary)) or None),
+            (
+                pgettext("the operations a job allows now", "Can"),
+                ", ".join(can for can in _allowed(summary)) or None,
+            ),
         ]
     )
     if summary["steps"]:

@@ -58,7 +58,7 @@ def watch(
 def _summary(job_id: int) -> dict[str, Any]:
     job = Job.objects.annotate(database_now=DatabaseNow()).filter(pk=job_id).first()
     if job is None:
-        raise JobError("job_not_found", f"Job {job_id} does not exist.")
+        raise JobError("job_not_found", _("Job %(id)s does not exist.") % {"id": job_id})
     return live_summary(job)
 
 
@@ -135,7 +135,14 @@ def steps_table(summary: dict[str, Any]) -> Any:
     table.add_column()
     earlier = summary["completed_count"] - len(summary["completed_steps"])
     if earlier > 0:
-        table.add_row("", Text(_("… %(count)d earlier steps done") % {"count": earlier}), "")
+        table.add_row(
+            "",
+            Text(
+                ngettext("… %(count)d earlier step done", "… %(count)d earlier steps done", earlier)
+                % {"count": earlier}
+            ),
+            "",
+        )
     for step in summary["completed_steps"]:
         table.add_row("✓", Text(step["title"]), Text(step["state"]))
     current = summary["current_step"]

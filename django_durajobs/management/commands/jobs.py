@@ -7,11 +7,13 @@ import getpass
 from typing import Any, TextIO, cast
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from django_durajobs import ops
 from django_durajobs.cli import arguments, screens
+from django_durajobs.cli.commands import TranslatedCommand
 from django_durajobs.cli.output import Output
 from django_durajobs.cli.watching import watch
 from django_durajobs.engine.describe import describe, row_summaries
@@ -28,8 +30,8 @@ OPERATIONS = {
 }
 
 
-class Command(BaseCommand):
-    help = "List, show, watch and operate durable jobs."
+class Command(TranslatedCommand):
+    help = gettext_lazy("List, show, watch and operate durable jobs.")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         shown = argparse.ArgumentParser(add_help=False)

@@ -7,17 +7,20 @@ from datetime import timedelta
 from typing import Any
 
 from django.apps import apps
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import gettext_lazy, ngettext
 
 from django_durajobs.cli import arguments
+from django_durajobs.cli.commands import TranslatedCommand
 from django_durajobs.errors import JobError
 from django_durajobs.store import PruneResult, prune
 
 
-class Command(BaseCommand):
-    help = "Delete jobs that ended more than --older-than ago, with their steps and log, a family at a time."
+class Command(TranslatedCommand):
+    help = gettext_lazy(
+        "Delete jobs that ended more than --older-than ago, with their steps and log, a family at a time."
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         age = parser.add_mutually_exclusive_group()
