@@ -23,6 +23,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from . import store
+from .answers import ANSWERED, UNANSWERED
 from .conf import get_setting
 from .errors import JobError
 from .models import ACTION_ID_MAX_LENGTH, Job
@@ -126,7 +127,7 @@ def decide_resume(
         )
     fields = resumed.values(now, resume_action=action or "", resume_data=data)
     if action:
-        return fields, _("Resumed with %(action)s by %(actor)s.") % shown
+        return fields, str(ANSWERED % shown)
     return fields, _("Resumed by %(actor)s.") % shown
 
 
@@ -219,8 +220,7 @@ def wake(job_id: int) -> bool:
         if due and current.on_deadline and allows(Event.DEADLINE, current.phase, current.status):
             action = current.on_deadline
             fields = transition(Event.DEADLINE, current.phase).values(now, resume_action=action)
-            line = _("Nobody answered: resolved with %(action)s by its deadline.") % {"action": repr(action)}
-            return fields, line
+            return fields, str(UNANSWERED % {"action": repr(action)})
         raise JobError("job_not_resumable", _("No longer a due timed wait."))
 
     try:

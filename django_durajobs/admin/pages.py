@@ -12,7 +12,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -24,6 +23,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods
 
 from .. import ops
+from ..answers import answer_line_pattern
 from ..engine.describe import live_summary
 from ..errors import JobError
 from ..models import Job, JobLog
@@ -60,7 +60,7 @@ def answer_of(job: Job) -> str:
     says it; empty when it asked none (or the line has been trimmed)."""
     line = (
         JobLog.objects.filter(job_id=job.pk)
-        .filter(Q(line__startswith="Resumed with ") | Q(line__startswith="Nobody answered:"))
+        .filter(line__regex=answer_line_pattern())
         .order_by("-id")
         .only("line", "at")
         .first()
