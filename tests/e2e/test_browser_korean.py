@@ -49,7 +49,9 @@ def test_an_operator_works_in_korean_from_the_login_to_a_retry(page, operator, s
     live = page.locator("#durajobs-live")
     expect(live).to_contain_text("방금")  # "Updated just now"
     expect(live).not_to_contain_text("Updated")
-    retry = page.locator("#durajobs-summary").get_by_role("button", name=ko("Retry"), exact=True)
+    retry = page.locator("#durajobs-summary").get_by_role(
+        "button", name=ko("Retry", "job operation"), exact=True
+    )
     click_to_operate(page, retry, failed, "retry")
     expect(page.locator(".messagelist .success")).to_have_text(
         ko("Job %(id)s queued for another try.") % {"id": failed.pk}

@@ -121,7 +121,9 @@ def test_the_demo_in_korean_seeds_korean_jobs_and_its_worker_writes_korean(tmp_p
                 "WHERE j.kind = 'refund_order'"
             )
         }
-        statuses = dict(database.execute("SELECT kind, status FROM django_durajobs_job WHERE parent_id IS NULL"))
+        statuses = dict(
+            database.execute("SELECT kind, status FROM django_durajobs_job WHERE parent_id IS NULL")
+        )
 
     assert jobs["process_order"] == ko("Process order %(number)s") % {"number": 1002}
     assert waits["process_order"] == ko("Waiting for event %(name)s") % {"name": "payment:1002"}

@@ -56,7 +56,7 @@ def test_a_job_page_offers_its_buttons_in_korean_and_answers_in_korean(korean, a
     failed = JobFactory(kind="states_basic", label="Back up db-1", status=Status.FAILED, error="boom")
 
     page = admin_client.get(change_url(failed)).content.decode()
-    assert ko("Retry") in page
+    assert ko("Retry", "job operation") in page
     live_line = page[page.index('class="durajobs-live-text"') :].split("</span>")[0]
     assert "방금" in live_line and "Updated" not in live_line  # "Updated just now"
 
