@@ -16,10 +16,12 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 from django.utils import translation
+from django.utils.html import escape
 
-from django_durajobs import JobError, Status, drain, enqueue, retry
+from django_durajobs import JobError, JobLog, Status, drain, enqueue, retry
+from django_durajobs.admin.pages import answer_of
 from django_durajobs.transitions import Event, described
-from tests.admin_pages import change_url, list_url, operate_url
+from tests.admin_pages import change_url, list_url, needs_user_job, operate_url
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db
@@ -110,3 +112,16 @@ def test_the_live_console_gets_its_korean_texts_from_the_apps_javascript_catalog
     assert catalog.status_code == 200
     text = catalog.content.decode()
     assert "방금" in text or "\\ubc29\\uae08" in text  # "just now", as UTF-8 or as a JSON escape
+
+
+def test_an_answer_given_in_korean_is_the_chosen_action_in_every_language(korean, admin_client, settings):
+    """The answer's log line is written in the operator's language; the job page finds it again
+    whatever language it is read in (``answers.answer_line_pattern``, a regex on every database)."""
+    job = needs_user_job()
+    admin_client.post(operate_url(job, "resume"), {"action": "reject"})
+    line = JobLog.objects.filter(job=job).order_by("-id").first().line
+    assert line == ko("Resumed with %(action)s by %(actor)s.") % {"action": "'reject'", "actor": "admin"}
+
+    for language in ("ko", "en-us"):
+        settings.LANGUAGE_CODE = language
+        assert escape(line) in answer_of(job), language
