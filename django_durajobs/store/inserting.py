@@ -48,11 +48,12 @@ def insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
         else:  # MySQL does not hand back the new ids of a multi-row insert
             for job in jobs:
                 job.save(force_insert=True)
+        declared = list(enumerate(definition.step_rows()))  # the titles read once, not per job
         JobStep.objects.bulk_create(
             (
                 JobStep(job=job, phase=Phase.RUN, position=position, step_id=step_id, title=title)
                 for job in jobs
-                for position, (step_id, title) in enumerate(definition.step_rows())
+                for position, (step_id, title) in declared
             ),
             batch_size=1000,
         )
