@@ -26,7 +26,7 @@ def answer_line_pattern() -> str:
 @functools.cache
 def translated_languages() -> tuple[str, ...]:
     locale = Path(__file__).resolve().parent / "locale"
-    return tuple(sorted(path.name for path in locale.glob("*/LC_MESSAGES/django.mo")))
+    return tuple(sorted(path.parent.parent.name for path in locale.glob("*/LC_MESSAGES/django.mo")))
 
 
 @functools.cache
