@@ -29,6 +29,7 @@ from .engine.runner import abandon, execute
 from .ops import wake_due_waits
 from .redaction import package_logger
 from .registry import has_async_kinds
+from .stop_signals import StopSignals
 from .store.sql import driver
 
 if TYPE_CHECKING:
@@ -85,7 +86,14 @@ class Worker:
 
     def run(self) -> None:
         """Run until SIGTERM/SIGINT (or ``stop()``); returns once every job is finished or released."""
-        self._install_signal_handlers()
+        signals = StopSignals(self._on_stop_signal)
+        signals.install()
+        try:
+            self._serve()
+        finally:
+            signals.uninstall()
+
+    def _serve(self) -> None:
         options = self.options
         logger.info(
             "Worker %s starting: concurrency %s, queues %s%s",
@@ -121,22 +129,15 @@ class Worker:
         if hurry:
             self.hurry.set()
 
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def handle(signum, frame):
-            hurry = self.stopping.is_set()  # a second signal: no more waiting
-            logger.info(
-                "Worker %s got %s: %s",
-                self.worker_id,
-                signal.Signals(signum).name,
-                "releasing running jobs now" if hurry else "finishing running jobs",
-            )
-            self.stop(hurry=hurry)
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
+    def _on_stop_signal(self, signum: signal.Signals) -> None:
+        hurry = self.stopping.is_set()  # a second signal: no more waiting
+        logger.info(
+            "Worker %s got %s: %s",
+            self.worker_id,
+            signum.name,
+            "releasing running jobs now" if hurry else "finishing running jobs",
+        )
+        self.stop(hurry=hurry)
 
     def _start(self, target, name: str) -> None:
         thread = threading.Thread(target=self._thread_main, args=(target,), name=name, daemon=True)

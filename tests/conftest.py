@@ -67,7 +67,8 @@ def spawn(tmp_path):
     """Start ``python -m MODULE ARGS`` children; each one still alive at the end is SIGKILLed and reaped.
 
     A child's stdout and stderr go to one file, ``proc.log_path`` (``log_of(proc)`` reads it), and
-    it runs unbuffered, so a test reads what a child said even when it killed the child.
+    it runs unbuffered, so a test reads what a child said even when it killed the child, and with
+    ``faulthandler`` on, so a child that hangs can be made to print its threads' stacks (SIGABRT).
     """
     started: list[subprocess.Popen] = []
 
@@ -78,7 +79,7 @@ def spawn(tmp_path):
         with log_path.open("w") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", module, *args],
-                env={**env, "PYTHONUNBUFFERED": "1", **(extra_env or {})},
+                env={**env, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1", **(extra_env or {})},
                 cwd=REPO_ROOT,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,5 +68,18 @@ def stop_cleanly(procs) -> None:
     for proc in procs:
         sigterm(proc)
     for proc in procs:
-        assert proc.wait(timeout=60) == 0, log_of(proc)
+        assert exit_code(proc, timeout=60) == 0, log_of(proc)
         assert "Traceback" not in log_of(proc), log_of(proc)
+
+
+def exit_code(proc, timeout: float) -> int:
+    """How the child exited; one still running after ``timeout`` is aborted, and the assertion shows
+    what each of its threads was doing (``PYTHONFAULTHANDLER`` prints their stacks on SIGABRT)."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        proc.wait(timeout=10)
+        raise AssertionError(
+            f"process {proc.pid} still ran {timeout}s after SIGTERM:\n{log_of(proc)}"
+        ) from None
