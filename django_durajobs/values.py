@@ -13,7 +13,7 @@ import reprlib
 from datetime import timedelta
 from typing import Any
 
-from django.utils.functional import Promise
+from django.utils.functional import Promise, lazy
 from django.utils.translation import gettext as _
 
 from .conf import get_setting
@@ -25,6 +25,16 @@ _INT_RANGE = range(-(2**63), 2**63)
 MAX_ID = 2**63 - 1
 _short = reprlib.Repr()
 _short.maxstring = _short.maxother = 40
+
+
+def _formatted(template: str | Promise, params: dict[str, Any]) -> str:
+    return str(template) % params
+
+
+#: ``label(template, params)``: ``template % params``, translated only when it is shown. The name of
+#: what a check reads (``what=``) is needed only by its error message: on the hot path, where every
+#: step is checked, it costs no translation.
+label = lazy(_formatted, str)
 
 
 def short_repr(value: Any) -> str:
@@ -74,7 +84,7 @@ def to_timeout(value: Any, what: str | Promise | None = None) -> float | None:
     return float(seconds)
 
 
-def check_length(text: str, limit: int, what: str, setting: str) -> str:
+def check_length(text: str, limit: int, what: str | Promise, setting: str) -> str:
     """``text``, or ``invalid_input`` when it is longer than ``limit`` characters."""
     if len(text) > limit:
         raise JobError(
@@ -106,7 +116,7 @@ def check_text(text: str, what: str) -> str:
     return text
 
 
-def check_message(text: str, what: str) -> str:
+def check_message(text: str, what: str | Promise) -> str:
     """A text a run or an operator shows on the job (a wait reason, a question, an action's
     label), or ``invalid_input`` when it is longer than ``MAX_MESSAGE_CHARS``."""
     return check_length(text, get_setting("MAX_MESSAGE_CHARS"), what, "MAX_MESSAGE_CHARS")
@@ -138,7 +148,7 @@ def _find_unstorable(value: Any, path: str = "$") -> tuple[str, str] | None:
 def to_json(
     value: Any,
     *,
-    what: str,
+    what: str | Promise,
     code: str = "invalid_input",
     max_bytes: int | None = None,
     setting: str | None = None,

@@ -14,6 +14,7 @@ from asgiref.sync import iscoroutinefunction
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from .. import telemetry
 from ..conf import get_setting
@@ -24,7 +25,7 @@ from ..registry import JobKind, name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
 from ..store import StepRowMissing, children_wait_reason, database_trouble, enqueue, open_children
 from ..transitions import Event, allows
-from ..values import check_message, readable_id, short_repr, to_json, to_timeout
+from ..values import check_message, label, readable_id, short_repr, to_json, to_timeout
 from .describe import children_summary
 from .waits import moment, offered_actions
 
@@ -32,6 +33,12 @@ if TYPE_CHECKING:
     from ..store import Lease
 
 T = TypeVar("T")
+
+#: What the checks of every step name in their error messages (translated only then).
+A_STEP_ID = gettext_lazy("A step id")
+TIMEOUT_OF_STEP = gettext_lazy("Step %(step)s's timeout")
+RESULT_OF_STEP = gettext_lazy("The result of step %(step)s")
+RESULT_OF_THE_JOB = gettext_lazy("The job's result")
 
 
 class Interrupt(BaseException):
@@ -104,7 +111,7 @@ def step_result(value: Any, step_id: str | None = None) -> Any:
     """A step's (or, without ``step_id``, the run's) result as it is stored, or ``JobError``."""
     return to_json(
         value,
-        what=_("The result of step %(step)s") % {"step": repr(step_id)} if step_id else _("The job's result"),
+        what=label(RESULT_OF_STEP, {"step": repr(step_id)}) if step_id else RESULT_OF_THE_JOB,
         code="unserializable_result",
         max_bytes=get_setting("MAX_RESULT_BYTES"),
         setting="MAX_RESULT_BYTES",
@@ -226,10 +233,10 @@ class JobContext:
         Raises an ``Interrupt`` when an operator asked to stop the job here, and ``JobTimeout``
         when the try is past its timeout.
         """
-        problem = name_problem(step_id, _("A step id"))
+        problem = name_problem(step_id, A_STEP_ID)
         if problem:
             raise JobError("invalid_input", problem)
-        seconds = to_timeout(timeout, _("Step %(step)s's timeout") % {"step": repr(step_id)})
+        seconds = to_timeout(timeout, label(TIMEOUT_OF_STEP, {"step": repr(step_id)}))
         step = self.steps.get(step_id)
         if step is not None and step.state == StepState.DONE:
             return OpenStep(step, seconds, replayed=True)
@@ -360,15 +367,12 @@ class JobContext:
         self._lease.renew(progress=max(0, min(100, round(pct))))
 
     def eta(self, at: datetime | timedelta | None) -> None:
-        self._lease.renew(eta_at=moment(at, _("The ETA")))
+        self._lease.renew(eta_at=moment(at, gettext_lazy("The ETA")))
 
     # Leaving the run early ---------------------------------------------------------------------
 
     def _refuse_unless_allowed(self, event: Event, refusal: str) -> None:
-        """A revert has no waiting states of its own: the transitions table has no such outcome.
-
-        ``refusal`` is the translated message a revert gets.
-        """
+        """A revert has no waiting states of its own (the transitions table has none): it gets ``refusal``."""
         if not allows(event, self.phase, Status.REVERTING if self.reverting else Status.RUNNING):
             raise JobError("invalid_input", refusal)
 
@@ -425,11 +429,9 @@ class JobContext:
     def enqueue_child(self, kind: str, key: str, **kwargs: Any) -> Job:
         """Create a child job once, however often this line runs: its idempotency key is derived
         from this job and ``key`` (the target, such as a server name)."""
+        idempotency_key = f"child:{self.job.pk}:{key}"
         with telemetry.current(self.span):  # the child's attempts join this one's trace
-            child, _created = enqueue(
-                kind, parent=self.job, idempotency_key=f"child:{self.job.pk}:{key}", **kwargs
-            )
-        return child
+            return enqueue(kind, parent=self.job, idempotency_key=idempotency_key, **kwargs)[0]
 
     def needs_user(
         self,

@@ -13,18 +13,21 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from ..errors import EventTimeout
 from ..redaction import shown_text
 from ..status import Status
 from ..store import event_wait_reason, sent_event
 from ..transitions import Event
-from ..values import to_event_name, to_timeout
+from ..values import label, to_event_name, to_timeout
 from .context import WaitInterrupt
 
 if TYPE_CHECKING:
     from ..store import Lease
     from .context import JobContext
+
+EVENT_WAIT_TIMEOUT = gettext_lazy("The timeout of the wait for event %(name)s")
 
 
 class WaitForEventInterrupt(WaitInterrupt):
@@ -38,7 +41,7 @@ class WaitForEventInterrupt(WaitInterrupt):
 def wait_for_event(ctx: JobContext, lease: Lease, name: str, timeout: float | timedelta | None) -> Any:
     """``ctx.wait_for_event()``, once the run may wait: the payload, ``EventTimeout``, or a wait."""
     name = to_event_name(name)
-    seconds = to_timeout(timeout, _("The timeout of the wait for event %(name)s") % {"name": name})
+    seconds = to_timeout(timeout, label(EVENT_WAIT_TIMEOUT, {"name": name}))
     ctx.event_waits[name] += 1
     nth = ctx.event_waits[name]
     timed_out = dict(ctx.job.timed_out_events or {})

@@ -6,16 +6,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
+from django.utils.functional import Promise
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import gettext_lazy, ngettext
 
 from ..conf import get_setting
 from ..errors import JobError
 from ..models import ACTION_ID_MAX_LENGTH
-from ..values import check_message, short_repr, to_json
+from ..values import check_message, label, short_repr, to_json
+
+ACTION_FIELD = gettext_lazy("The action %(action)s's %(key)s")
 
 
-def moment(value: datetime | timedelta | None, name: str) -> datetime | None:
+def moment(value: datetime | timedelta | None, name: str | Promise) -> datetime | None:
     """``value`` as an aware datetime (a timedelta counts from now); ``JobError`` naming ``name``."""
     if value is None:
         return None
@@ -69,9 +72,7 @@ def offered_actions(actions: Any) -> list[dict[str, Any]] | None:
         entry.setdefault("label", action_id)
         for key, text in entry.items():
             if isinstance(text, str):
-                check_message(
-                    text, _("The action %(action)s's %(key)s") % {"action": repr(action_id), "key": key}
-                )
+                check_message(text, label(ACTION_FIELD, {"action": repr(action_id), "key": key}))
         normalised.append(entry)
-    stored: list[dict[str, Any]] = to_json(normalised, what=_("The offered actions"))
+    stored: list[dict[str, Any]] = to_json(normalised, what=gettext_lazy("The offered actions"))
     return stored

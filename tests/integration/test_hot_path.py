@@ -16,7 +16,9 @@
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -507,6 +509,9 @@ def test_log_line_ids_grow_without_sqlites_autoincrement(queue):
     assert lines == ["line 3", "line 4", "after the trim"]
 
 
+@pytest.mark.filterwarnings(
+    "ignore:This process .* is multi-threaded:DeprecationWarning"
+)  # the child only draws tokens
 def test_a_forked_worker_draws_lease_tokens_of_its_own():
     """Tokens come from a generator per process, seeded again in a forked child (``runjobs``
     started by a forking supervisor must not repeat its parent's tokens)."""
@@ -522,3 +527,19 @@ def test_a_forked_worker_draws_lease_tokens_of_its_own():
     os.waitpid(pid, 0)
     assert len(childs) == 3 and all(len(token) == 32 for token in childs)
     assert not parents & childs
+
+
+def test_the_steps_of_a_job_translate_nothing_until_a_message_is_shown(queue):
+    """What each step's checks name in their error messages (its id, its timeout, its result) is
+    translated only if a message is made: the one text a two-step job translates is its "Done."."""
+    job, _ = enqueue("states_basic", queue=queue)
+    profile = cProfile.Profile()
+    assert profile.runcall(drain) == 1
+    translations = sum(
+        calls
+        for (path, _line, function), (_primitive, calls, *_times) in pstats.Stats(profile).stats.items()
+        if function == "gettext" and path.endswith(os.path.join("translation", "trans_real.py"))
+    )
+    job.refresh_from_db()
+    assert job.status == Status.DONE
+    assert translations == 1
