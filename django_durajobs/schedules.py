@@ -19,12 +19,15 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
-from django.utils.functional import lazy
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from .conf import get_setting
 from .errors import JobError
-from .values import to_json
+from .values import label, to_json
+
+#: Translated only if a message needs it: a kind's schedule is checked as its module is imported.
+SUBJECT_OF_SCHEDULE = gettext_lazy("Schedule %(name)s's subject")
 
 MISSED_POLICIES = ("once", "skip")
 #: The keys of an entry of ``DURAJOBS["SCHEDULES"]``.
@@ -199,7 +202,7 @@ def checked_spec(
         every=None if every is None else _checked_every(every, shown),
         subject=to_json(
             {} if subject is None else subject,
-            what=_lazy_subject_name(shown),
+            what=label(SUBJECT_OF_SCHEDULE, {"name": shown}),
             max_bytes=get_setting("MAX_SUBJECT_BYTES"),
             setting="MAX_SUBJECT_BYTES",
         ),
@@ -215,14 +218,6 @@ def checked_spec(
                 % {"name": shown, "cron": repr(cron)}
             ) from None
     return spec
-
-
-def _subject_name(shown: str) -> str:
-    return _("Schedule %(name)s's subject") % {"name": shown}
-
-
-#: Translated only if a message needs it: a kind's schedule is checked as its module is imported.
-_lazy_subject_name = lazy(_subject_name, str)
 
 
 def spec_from_setting(name: Any, entry: Any) -> ScheduleSpec:
