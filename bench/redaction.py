@@ -54,6 +54,11 @@ HOSTILE: dict[str, Callable[[int], str]] = {
     "dashes": _repeated("-"),
     "signs after letters": _repeated("e-s_G."),
     "A_B": _repeated("A_B "),
+    # Each key's value would run over every key after it: read once, however many keys share it.
+    "secret keys and their separators, densely": _repeated("password=api_key:"),
+    "header keys, densely": _repeated("Authorization: cookie="),
+    "keys inside a config key's value": _repeated("CLIENT_SECRET a=token is b="),
+    "blanks": _repeated(" \t "),
     "JSON": _repeated('{"user": "bob", "api_key": "abc", "n": 1}, '),
     "prose": _repeated("The token expired, retrying in 5 s; key rotation finished for bob@example.com. "),
 }

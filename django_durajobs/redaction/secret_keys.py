@@ -179,19 +179,80 @@ _KEY_HINTS = (
 )
 
 _WORD = r"""[^\s,;&"'<>(){}\[\]|]++"""  # a bare value's word; "[" never starts one: [REDACTED] stays
-_VALUE = re.compile(
-    r"""
-    [ \t]*+(?P<value>
-    "(?:[^"\\\n]++|\\.)*+"?  # double-quoted, with escapes; unclosed: to the end of the line
-    | '(?:[^'\\\n]++|\\.)*+'?
-    | <WORD>(?:[ \t]++(?![\w.\-]++[ \t]*+[:=])<WORD>)*+  # bare words, up to the next key or a sign
-    |  # none
-    )
-    """.replace("<WORD>", _WORD),
-    re.VERBOSE,
-)
 _ONE_WORD = re.compile(_WORD)
-_LINE_END = re.compile(r"[\r\n]|\Z")
+#: A value is a quoted text (to its closing quote; unclosed: to the end of its line), bare words up
+#: to the next key or a sign, or nothing.
+_BLANKS = re.compile(r"[ \t]*+")
+_QUOTED = re.compile(r""""(?:[^"\\\n]++|\\.)*+"?|'(?:[^'\\\n]++|\\.)*+'?""")
+_MORE_WORDS = re.compile(r"[ \t]++(?![\w.\-]++[ \t]*+[:=])" + _WORD)
+_LINE_BREAK = re.compile(r"[\r\n]")
+
+
+class _Reach:
+    """Where the values in one text end, each stretch of it read once.
+
+    The values of many keys can share their words and lines ("password=password=...",
+    "Authorization: Authorization: ..."): what was found for a key further on serves every key
+    before it, so a text costs the same however many keys it holds. Keys are met from the end of the
+    text backwards, so each window below only grows towards the start.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        size = len(text)
+        self._word = (size, size)  # text[start:end] is part of one word, and end where it ends
+        self._line = (size, size)  # text[start:end] is within one line, and end where it ends
+        self._words_end: dict[int, int] = {}  # a word's end -> where the bare words from it end
+
+    def word_end(self, at: int) -> int:
+        """Where the word starting at ``at`` ends (``at`` when none starts there)."""
+        start, end = self._word
+        if start <= at < end:
+            return end
+        word = _ONE_WORD.match(self.text, at, start if at < start else len(self.text))
+        if word is None:
+            return at
+        self._word = (at, end if at < start and word.end() == start else word.end())
+        return self._word[1]
+
+    def header_end(self, at: int, quote: str) -> int:
+        """A header's value is the rest of its line ("Digest a=1, b=2"), or of the quotes it is in."""
+        line_end = self._line_end(at)
+        if quote in ("'", '"'):
+            closing = self.text.find(quote, at, line_end)
+            if closing >= 0:
+                return closing
+        return line_end
+
+    def _line_end(self, at: int) -> int:
+        start, end = self._line
+        if start <= at <= end:
+            return end
+        found = _LINE_BREAK.search(self.text, at, start if at < start else len(self.text))
+        self._line = (at, found.start() if found else end if at < start else len(self.text))
+        return self._line[1]
+
+    def value(self, at: int) -> Span:
+        """The value after a key's separator at ``at``: quoted, bare words or nothing."""
+        start = cast("re.Match[str]", _BLANKS.match(self.text, at)).end()
+        if self.text[start : start + 1] in ("'", '"'):
+            return cast("re.Match[str]", _QUOTED.match(self.text, start)).span()
+        return (start, self._words_end_from(start))
+
+    def _words_end_from(self, at: int) -> int:
+        position = self.word_end(at)
+        if position == at:
+            return at
+        passed = []
+        while (end := self._words_end.get(position)) is None:
+            passed.append(position)
+            more = _MORE_WORDS.match(self.text, position)
+            if more is None:
+                end = position
+                break
+            position = more.end()
+        self._words_end.update(dict.fromkeys(passed, end))
+        return end
 
 
 class _KeyFinder:
@@ -215,7 +276,8 @@ class _KeyFinder:
                 # "password=x", "'api_key': 'x'", "token => x", "key := x" (reversed "=>": ">=")
                 (?:(?<=>)=|(?<==):?|(?<=:)(?<!/:))[ \t]*+\]?["']?
                 (?P<key>(?=[\w.\-]{0,99}?(?:<HINTS>))[\w.\-]++)
-                | (?<=[ \t])[ \t]*+(?:
+                # (from the first blank of a run only: each blank of a long run would read the rest)
+                | (?<=(?<![ \t])[ \t])[ \t]*+(?:
                     # "token is x" (reversed: " si ")
                     si[ \t]++\]?["']?(?P<is_key>(?=[\w.\-]{0,99}?(?:<HINTS>))[\w.\-]++)
                     # "CLIENT_SECRET x", "clientSecret x", "--password x": a value, a space, a key
@@ -247,7 +309,7 @@ class _KeyFinder:
     def spans(self, text: str) -> Iterator[Span]:
         """The values of keys that name secrets: ``password=x``, ``API_KEY x``, ``requirepass x``."""
         size, backwards = len(text), text[::-1]
-        value_at, one_word, verdicts = _VALUE.match, _ONE_WORD.match, self._verdicts
+        reach, verdicts = _Reach(text), self._verdicts
         for match in self.backwards.finditer(backwards):
             # 1: key, 2: is_key, 3: spaced_key; each alternative ends in its group, so never None.
             group = cast(int, match.lastindex)
@@ -257,9 +319,9 @@ class _KeyFinder:
             key = text[key_start:key_end]
             at = size - match.start()
             if group == 3:
-                value = one_word(text, at)
-                if value and value.group() != "is" and is_sensitive(key, self.words, spaced=True):
-                    yield value.span()
+                end = reach.word_end(at)
+                if end > at and text[at:end] != "is" and is_sensitive(key, self.words, spaced=True):
+                    yield (at, end)
                 continue
             verdict = verdicts.get(key)
             if verdict is None:
@@ -267,15 +329,15 @@ class _KeyFinder:
             if verdict == NOT_SECRET:
                 continue
             if group == 2:  # "password is x": one word
-                value = one_word(text, at)
-                if value:
-                    yield value.span()
+                end = reach.word_end(at)
+                if end > at:
+                    yield (at, end)
                 continue
-            start, end = cast("re.Match[str]", value_at(text, at)).span(1)  # _VALUE can match nothing
+            start, end = reach.value(at)
             if end > start and text[start] in "\"'":  # keep the quotes: "password": "[REDACTED]"
                 yield (start + 1, end - (end - start > 1 and text[end - 1] == text[start]))
             elif verdict == HEADER and text[key_end : key_end + 1] not in ("'", '"'):
-                yield (start, _header_end(text, start, text[key_start - 1 : key_start]))
+                yield (start, reach.header_end(start, quote=text[key_start - 1 : key_start]))
             else:
                 yield (start, end)
         for match in self.lines.finditer("\n" + text):
@@ -287,13 +349,3 @@ class _KeyFinder:
 @lru_cache(maxsize=8)
 def key_finder(words: tuple[str, ...]) -> _KeyFinder:
     return _KeyFinder(words)
-
-
-def _header_end(text: str, at: int, quote: str) -> int:
-    """A header's value is the rest of its line ("Digest a=1, b=2"), or of the quotes it is in."""
-    end = cast("re.Match[str]", _LINE_END.search(text, at)).start()  # \Z is found in any text
-    if quote in ("'", '"'):
-        closing = text.find(quote, at, end)
-        if closing >= 0:
-            return closing
-    return end

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import django_durajobs
 from bench.redaction import HOSTILE, TOKEN_LIKE
@@ -71,6 +73,56 @@ def test_redaction_time_grows_with_the_text_not_with_its_square(shape):
     large_time = cpu_seconds(lambda: redact_text(large))
 
     assert large_time < 20 * small_time + 0.05, (small_time, large_time)
+
+
+#: Pieces that make redaction read: key names (secret or not), their separators, values, quotes,
+#: the starts of tokens and URLs, blanks and line ends.
+PIECES = (
+    "password",
+    "api_key",
+    "Authorization",
+    "cookie",
+    "CLIENT_SECRET",
+    "token",
+    "monkey",
+    "a",
+    "=",
+    ":",
+    ": ",
+    " is ",
+    " => ",
+    " ",
+    "\t",
+    "\n",
+    '"',
+    "'",
+    "\\",
+    ",",
+    "x",
+    "1",
+    "://u:",
+    "@",
+    "/",
+    "Bearer ",
+    "ghp_",
+    "eyJ",
+    "-p",
+    "mysql ",
+    "-----BEGIN PRIVATE KEY-----",
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(unit=st.lists(st.sampled_from(PIECES), min_size=1, max_size=6).map("".join))
+def test_no_text_makes_redaction_slower_than_linear(unit):
+    """Any short piece repeated: eight times the text costs about eight times the time."""
+    small = unit * (4_000 // len(unit) + 1)
+    large = small * 8
+
+    small_time = cpu_seconds(lambda: redact_text(small))
+    large_time = cpu_seconds(lambda: redact_text(large))
+
+    assert large_time < 24 * small_time + 0.05, (unit, small_time, large_time)
 
 
 # Cut before redacted ----------------------------------------------------------------------------
