@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO_ROOT
-
 pytestmark = pytest.mark.slow
 
 THE_FIX = 'Install it with: pip install "django-durajobs[cron]"'
@@ -63,7 +61,9 @@ Schedule.objects.create(
 def project(tmp_path_factory) -> Path:
     """A project directory whose ``venv/bin/python`` has no croniter."""
     root = tmp_path_factory.mktemp("without-croniter")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True, timeout=120
+    )
     [site_packages] = (root / "venv" / "lib").glob("python3.*/site-packages")
     for name in PACKAGES:
         spec = importlib.util.find_spec(name)
