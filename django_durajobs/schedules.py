@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from .conf import get_setting
-from .errors import JobError
+from .errors import JobError, install_command
 from .values import label, to_json
 
 #: Translated only if a message needs it: a kind's schedule is checked as its module is imported.
@@ -37,8 +37,7 @@ CRON_MAX_LENGTH = 200
 EVERY_MAX_SECONDS = 366 * 24 * 3600  # longer periods read better as cron
 #: Cron expressions whose hour field is a wildcard although they do not spell one out.
 WILDCARD_HOUR_ALIASES = frozenset({"@hourly"})
-#: The one command that installs what cron schedules need, quoted for every shell.
-INSTALL_CRON = 'pip install "django-durajobs[cron]"'
+INSTALL_CRON = install_command("cron")
 
 try:
     from croniter import croniter
