@@ -17,20 +17,12 @@ from importlib.metadata import packages_distributions
 
 from tests.helpers import REPO_ROOT
 
-#: Put first on a child's path, it makes the modules it names missing there.
+#: A child's sitecustomize.py (first on its path): the modules it names are not installed there.
 BLOCKER = """
 import sys
 
-MISSING = {missing!r}
-
-
-class NotInstalled:
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in MISSING:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-
-
-sys.meta_path.insert(0, NotInstalled())
+for name in {missing!r}:
+    sys.modules[name] = None  # every "import name…" raises ImportError
 """
 
 
