@@ -11,6 +11,9 @@ from .limits import limit_problem
 from .registry import kind_schedules, known_kinds
 from .schedules import spec_from_setting
 
+#: E007's hint: its message already holds the command that installs croniter.
+CRON_ALTERNATIVE = "Or give the schedule 'every' (seconds) instead of 'cron': that needs nothing more."
+
 POSITIVE_NUMBERS = (
     "LEASE_SECONDS",
     "HEARTBEAT_SECONDS",
@@ -112,9 +115,7 @@ def _schedule_errors(schedules: object) -> list[checks.CheckMessage]:
             spec = spec_from_setting(name, entry)
         except JobError as exc:
             if exc.code == "missing_dependency":
-                errors.append(
-                    checks.Error(exc.message, hint="pip install django-durajobs[cron]", id="durajobs.E007")
-                )
+                errors.append(checks.Error(exc.message, hint=CRON_ALTERNATIVE, id="durajobs.E007"))
             else:
                 errors.append(checks.Error(exc.message, id="durajobs.E006"))
             continue

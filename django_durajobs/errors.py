@@ -5,6 +5,11 @@ from __future__ import annotations
 from django.utils.translation import gettext as _
 
 
+def install_command(extra: str) -> str:
+    """The command that installs an optional extra, quoted: zsh reads unquoted brackets as a pattern."""
+    return f'pip install "django-durajobs[{extra}]"'
+
+
 class JobError(Exception):
     """A refused call or a failed job, with a stable machine-readable ``code``.
 

@@ -19,6 +19,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from .conf import get_setting
+from .errors import install_command
 from .store import metrics as figures
 
 try:
@@ -100,7 +101,8 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         return refused
     if not PROMETHEUS:
         return HttpResponse(
-            _("The metrics need prometheus-client: pip install django-durajobs[prometheus]"),
+            _("The metrics need prometheus-client, which is not installed. Install it with: %(command)s")
+            % {"command": install_command("prometheus")},
             status=501,
             content_type="text/plain",
         )

@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from .conf import get_setting
-from .errors import JobError
+from .errors import JobError, install_command
 from .values import label, to_json
 
 #: Translated only if a message needs it: a kind's schedule is checked as its module is imported.
@@ -37,6 +37,7 @@ CRON_MAX_LENGTH = 200
 EVERY_MAX_SECONDS = 366 * 24 * 3600  # longer periods read better as cron
 #: Cron expressions whose hour field is a wildcard although they do not spell one out.
 WILDCARD_HOUR_ALIASES = frozenset({"@hourly"})
+INSTALL_CRON = install_command("cron")
 
 try:
     from croniter import croniter
@@ -147,11 +148,16 @@ def _is_repeated_wall_time(moment: datetime, zone: ZoneInfo) -> bool:
     return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
 
 
-def _missing_croniter() -> JobError:
-    return JobError(
-        "missing_dependency",
-        _("Cron schedules need croniter: pip install django-durajobs[cron] (or croniter)."),
-    )
+def _missing_croniter(shown: str | None = None) -> JobError:
+    """What a user who wrote a cron schedule without the ``cron`` extra reads: the command to run."""
+    if shown is None:
+        message = _("Cron schedules need croniter, which is not installed. Install it with: %(command)s")
+    else:
+        message = _(
+            "Schedule %(name)s is a cron schedule and needs croniter, which is not installed. "
+            "Install it with: %(command)s"
+        )
+    return JobError("missing_dependency", message % {"name": shown, "command": INSTALL_CRON})
 
 
 def checked_spec(
@@ -259,7 +265,7 @@ def _checked_cron(cron: Any, shown: str) -> str:
         )
     cron = " ".join(cron.split())
     if not HAS_CRONITER:
-        raise _missing_croniter()
+        raise _missing_croniter(shown)
     if not croniter.is_valid(cron):
         raise _refuse(
             _("Schedule %(name)s: %(cron)s is not a cron expression (such as '*/15 * * * *').")

@@ -7,12 +7,23 @@ nothing.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
+import tomllib
 from contextlib import closing
+from importlib.metadata import packages_distributions
 
 from tests.helpers import REPO_ROOT
+
+#: A child's sitecustomize.py (first on its path): the modules it names are not installed there.
+BLOCKER = """
+import sys
+
+for name in {missing!r}:
+    sys.modules[name] = None  # every "import name…" raises ImportError
+"""
 
 
 def demo_environment():
@@ -32,11 +43,11 @@ def demo_environment():
     return env
 
 
-def run_demo(demo_dir, *options):
+def run_demo(demo_dir, *options, **env):
     """``scripts/demo --no-serve`` on ``demo_dir``; its stderr, once it succeeded."""
     finished = subprocess.run(
         [str(REPO_ROOT / "scripts" / "demo"), "--no-serve", "--dir", str(demo_dir), *options],
-        env=demo_environment(),
+        env={**demo_environment(), **env},
         cwd=demo_dir.parent,
         capture_output=True,
         text=True,
@@ -129,3 +140,44 @@ def test_the_demo_in_korean_seeds_korean_jobs_and_its_worker_writes_korean(tmp_p
     assert waits["process_order"] == ko("Waiting for event %(name)s") % {"name": "payment:1002"}
     assert ko("Approval") in titles and ko("Pay the money back") in titles
     assert (statuses["refund_order"], statuses["process_order"]) == ("needs_user", "awaiting_external")
+
+
+def distribution(requirement: str) -> str:
+    return re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def modules_outside_the_example_extra() -> set[str]:
+    """The modules of this package's optional dependencies that ``pip install django-durajobs[example]``
+    does not install, as pyproject.toml declares them (the test extra aside)."""
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    example = {distribution(requirement) for requirement in extras["example"]}
+    others = {
+        distribution(requirement)
+        for extra, requirements in extras.items()
+        if extra not in ("example", "test")
+        for requirement in requirements
+    } - example
+    return {
+        module
+        for module, names in packages_distributions().items()
+        if {name.lower().replace("_", "-") for name in names} & others
+    }
+
+
+def test_the_demo_needs_nothing_its_extra_does_not_install(tmp_path):
+    """The demo's optional imports come from the ``example`` extra, not from this machine: with
+    every other extra's packages missing (croniter among them, unless the extra lists it), the
+    demo migrates, seeds and runs its jobs."""
+    missing = modules_outside_the_example_extra()
+    assert {"rich", "time_machine", "prometheus_client"} <= missing  # installed here, and blocked
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCKER.format(missing=sorted(missing)))
+    demo_dir = tmp_path / "demo"
+
+    output = run_demo(demo_dir, PYTHONPATH=str(blocker))
+    assert "admin login: username admin" in output
+    with closing(sqlite3.connect(demo_dir / "example.sqlite3")) as database:
+        assert database.execute("SELECT kind FROM django_durajobs_schedule").fetchall() == [
+            ("backup_database",)
+        ]

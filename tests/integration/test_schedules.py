@@ -243,7 +243,10 @@ def test_a_cron_schedule_in_settings_without_croniter_is_a_check_error(settings,
     settings.DURAJOBS = {"SCHEDULES": {"nightly": {"kind": "scheduled_tick", "cron": "0 3 * * *"}}}
     [error] = check_settings()
     assert (error.id, error.level) == ("durajobs.E007", checks.ERROR)
-    assert "croniter" in error.msg
+    assert error.msg == (
+        "Schedule 'nightly' is a cron schedule and needs croniter, which is not installed. "
+        'Install it with: pip install "django-durajobs[cron]"'
+    )
 
 
 def test_a_settings_schedule_cannot_take_a_kinds_schedule_name(settings, scheduled_kind):
