@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core import checks
 from django.db import transaction
@@ -23,6 +23,9 @@ from .compat import (
     normalize_json,
     task_enqueued,
 )
+
+if TYPE_CHECKING:
+    from ..models import Job
 
 #: The most characters of a queue name (as the job's column holds them).
 QUEUE_MAX_LENGTH = 100
@@ -76,7 +79,7 @@ class DurableBackend(BaseTaskBackend):
 
     task_class = DurableTask
     supports_defer = True
-    supports_async_task = False
+    supports_async_task = True
     supports_get_result = True
     supports_priority = True
 
@@ -113,13 +116,14 @@ class DurableBackend(BaseTaskBackend):
         ``JobError("invalid_input")`` for what no job may hold (NaN, too large).
         """
         from ..store import enqueue
+        from .exact import storable
         from .results import task_result
         from .running import task_kind
 
         self.validate_task(task)
-        subject: dict[str, Any] = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
-        if task.backend != "default":
-            subject["backend"] = task.backend
+        call = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
+        # The backend's alias also tells a worker that cannot import the task that it is a task's.
+        subject: dict[str, Any] = {**storable(call), "backend": task.backend}
         if task.run_after is not None:
             subject["run_after"] = task.run_after.isoformat()
         job, created = enqueue(
@@ -131,16 +135,15 @@ class DurableBackend(BaseTaskBackend):
             max_attempts=getattr(task, "max_attempts", 1),
             idempotency_key=getattr(task, "idempotency_key", None),
         )
-        result = task_result(job, task)
+        result = task_result(job, task) if created else read_result(job, task)
         if created:
             transaction.on_commit(lambda: task_enqueued.send(type(self), task_result=result))
         return result
 
     def get_result(self, result_id: str) -> TaskResult:
         """The result of the task job ``result_id`` (its job's id), as it is now."""
-        from ..models import Job, JobStep
+        from ..models import Job
         from ..registry import get_kind
-        from .results import TRY_STEP_PREFIX, task_result
         from .running import TaskKind
 
         try:
@@ -155,10 +158,18 @@ class DurableBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(f"Job {job.pk} is not a task's: {exc.message}") from None
         if not isinstance(kind, TaskKind):
             raise TaskResultDoesNotExist(f"Job {job.pk} is a {job.kind!r} job, not a task's.")
-        steps = JobStep.objects.filter(job_id=job.pk, phase=Phase.RUN, step_id__startswith=TRY_STEP_PREFIX)
-        return task_result(job, kind.task, steps)
+        return read_result(job, kind.task)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         from .checks import backend_errors
 
         return backend_errors(self)
+
+
+def read_result(job: Job, task: Task) -> TaskResult:
+    """The result of ``task``'s job, with the steps of its tries read (one query)."""
+    from ..models import JobStep
+    from .results import TRY_STEP_PREFIX, task_result
+
+    steps = JobStep.objects.filter(job_id=job.pk, phase=Phase.RUN, step_id__startswith=TRY_STEP_PREFIX)
+    return task_result(job, task, steps)

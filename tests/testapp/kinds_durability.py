@@ -14,6 +14,7 @@ killed its worker:
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable
 
@@ -30,11 +31,12 @@ UNDO_STEPS = ("undo_three", "undo_two", "undo_one")
 STEP_HOOKS: dict[tuple[int, str], Callable[[], None]] = {}
 
 
-class WorkerCrash(BaseException):
+class WorkerCrash(asyncio.CancelledError):
     """Stops a worker in the middle of a step without an outcome, like a process that died.
 
-    A ``BaseException``: the engine lets it through (it is not a job failure), so the job stays
-    running under the worker's lease, with the step in flight.
+    A ``CancelledError``, as when a worker cancels an async job's task: the engine lets it
+    through (any other exception, ``KeyboardInterrupt`` too, is the job's failure), so the job
+    stays running under the worker's lease, with the step in flight.
     """
 
 
