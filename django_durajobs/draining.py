@@ -13,7 +13,7 @@ from .engine.runner import execute
 from .errors import JobError
 from .ops import wake_due_waits
 from .redaction import package_logger
-from .registry import get_kind, has_kind_finders, known_kinds
+from .registry import get_kind, has_kind_finders, jobs_cannot_start, known_kinds
 
 logger = package_logger("django_durajobs.worker")
 
@@ -39,7 +39,7 @@ def drain(max_jobs: int = 100) -> int:
                 wake_due_waits()
                 or store.wake_forgotten_parents()
                 or store.wake_forgotten_event_waiters()
-                or learn_due_kinds()
+                or learn_due_kinds(worker_id)
             ):
                 continue
             break
@@ -49,9 +49,11 @@ def drain(max_jobs: int = 100) -> int:
     return ran
 
 
-def learn_due_kinds() -> int:
+def learn_due_kinds(worker_id: str) -> int:
     """Register the kinds of due jobs that no ``@job`` declared but a finder knows (a Django Tasks
-    task, by its dotted path), so that claims take them; returns how many were found."""
+    task, by its dotted path), so that claims take them; returns how many were found. The due jobs
+    of a kind no finder gives are left to its finder's ``cannot_start`` (a task's fail), else
+    stay queued, for a worker that knows their kind."""
     if not has_kind_finders():
         return 0
     found = 0
@@ -59,6 +61,8 @@ def learn_due_kinds() -> int:
         try:
             get_kind(name)
         except JobError as exc:
+            if jobs_cannot_start(name, worker_id):
+                continue
             _refused_kinds.add(name)
             logger.warning("Jobs of kind %r stay queued: %s (%s)", name, exc.message, exc.code)
             continue

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from django.core import checks
 from django.db import transaction
+from django.utils.module_loading import import_string
 
 from ..errors import JobError
 from ..registry import MAX_ATTEMPTS_LIMIT, NAME_MAX_LENGTH, max_attempts_problem
@@ -47,6 +48,11 @@ class DurableTask(Task):
     #: Enqueues with one key make one job: later ones get its result.
     idempotency_key: str | None = None
 
+    def __reduce__(self) -> tuple[Callable[..., DurableTask], tuple[str, dict[str, Any]]]:
+        """Pickled as its dotted path and its fields, on Django 6 and on the backport alike."""
+        options = {item.name: getattr(self, item.name) for item in fields(self) if item.name != "func"}
+        return _unpickled, (self.module_path, options)
+
     def using(
         self,
         *,
@@ -68,6 +74,13 @@ class DurableTask(Task):
             if value is not None
         }
         return cast(DurableTask, replace(changed, **ours) if ours else changed)
+
+
+def _unpickled(path: str, options: dict[str, Any]) -> DurableTask:
+    declared = import_string(path)
+    if not isinstance(declared, DurableTask):
+        raise ValueError(f"{path!r} is not a task of DurableBackend.")
+    return replace(declared, **options)
 
 
 class DurableBackend(BaseTaskBackend):
