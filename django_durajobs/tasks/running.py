@@ -251,8 +251,10 @@ def run_task(job: Job, ctx: JobContext) -> Any:
     try:
         record = ctx.step(this_try.step_id, call, title=this_try.title)
     except TryFailed as failed:
-        raise failed.raised from None
-    return this_try.returned(record)
+        raised = failed.raised
+    else:
+        return this_try.returned(record)
+    raise raised  # outside the handler: its own cause and context stay as they were
 
 
 async def run_async_task(job: Job, actx: AsyncJobContext) -> Any:
@@ -272,5 +274,7 @@ async def run_async_task(job: Job, actx: AsyncJobContext) -> Any:
     try:
         record: dict[str, Any] = await actx.step(this_try.step_id, call, title=this_try.title)
     except TryFailed as failed:
-        raise failed.raised from None
-    return await database(partial(this_try.returned, record))
+        raised = failed.raised
+    else:
+        return await database(partial(this_try.returned, record))
+    raise raised

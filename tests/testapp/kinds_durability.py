@@ -83,3 +83,26 @@ def effect_counts(job_id: int, steps) -> dict[str, int]:
     names = SideEffect.objects.filter(name__startswith=f"{job_id}:").values_list("name", flat=True)
     counts = Counter(names)
     return {step: counts[effect_name(job_id, step)] for step in steps}
+
+
+@job(
+    "interrupted_by_the_job",
+    title="Durability: raises a BaseException",
+    max_attempts=2,
+    retryable=lambda exc: isinstance(exc, KeyboardInterrupt),
+)
+def interrupted_by_the_job(job, ctx):
+    """Raises the ``BaseException`` its subject names (``KeyboardInterrupt``, ``SystemExit``) in a step."""
+    raised = {"KeyboardInterrupt": KeyboardInterrupt, "SystemExit": SystemExit}[job.subject["raise"]]
+    ctx.step("first", lambda: "done")
+    ctx.step("second", lambda: _raise(raised("raised by the job")))
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+@job("async_interrupted_by_the_job", title="Durability: async, raises KeyboardInterrupt")
+async def async_interrupted_by_the_job(job, ctx):
+    await ctx.step("first", lambda: "done")
+    raise KeyboardInterrupt("raised by the async job")
