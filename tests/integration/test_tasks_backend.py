@@ -30,7 +30,7 @@ from django_durajobs.tasks.compat import (
 from tests.testapp import kinds_tasks as tasks
 from tests.testapp.models import SideEffect
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.django_versions]
 
 
 @contextmanager
