@@ -291,3 +291,17 @@ def test_using_validates(changes):
     with pytest.raises((InvalidTask, Exception)) as raised:
         tasks.noop.using(**changes).enqueue()
     assert raised.type is not AssertionError
+
+
+def test_the_admin_shows_a_tasks_durable_steps_and_why_it_cannot_start(admin_client):
+    from django_durajobs import Job
+    from tests.admin_pages import change_url
+
+    parts = tasks.three_parts.enqueue()
+    missing = tasks.not_deployed.enqueue()
+    unregister(tasks.not_deployed.module_path)
+    drain()
+    page = admin_client.get(change_url(Job.objects.get(pk=parts.id))).content.decode()
+    assert all(title in page for title in ("Try 1", "One", "Two", "Three"))
+    page = admin_client.get(change_url(Job.objects.get(pk=missing.id))).content.decode()
+    assert "No module named &#x27;tests.testapp.not_deployed&#x27;" in page
