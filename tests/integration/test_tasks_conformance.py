@@ -75,12 +75,12 @@ def test_a_failing_task_is_failed_with_its_exception_and_django_logs_its_traceba
     assert drain() == 0  # not picked up again
 
 
-def test_a_task_interrupted_with_a_base_exception_is_retried_by_the_rules_then_failed():
+def test_a_base_exception_follows_the_retry_rules_it_is_not_retryable_by_default():
     result = tasks.failing_keyboard_interrupt.using(max_attempts=2).enqueue()
     drain()
-    result.refresh()
-    assert result.status == TaskResultStatus.READY or result.status == TaskResultStatus.FAILED
-    assert result.attempts == 1 and [e.exception_class for e in result.errors] == [KeyboardInterrupt]
+    finished(result)
+    assert result.status == TaskResultStatus.FAILED and result.attempts == 1
+    assert [error.exception_class for error in result.errors] == [KeyboardInterrupt]
 
 
 def test_a_long_exception_message_keeps_its_class_its_start_and_its_last_line():
@@ -278,19 +278,39 @@ def test_priorities_then_run_after(time_machine):
 
 
 @pytest.mark.parametrize(
-    "changes",
+    "changes, message",
     [
-        {"priority": 101},
-        {"priority": 1.5},
-        {"queue_name": "nowhere"},
-        {"backend": "missing"},
-        {"max_attempts": 0},
+        ({"priority": 101}, "priority must be a whole number between -100 and 100"),
+        ({"priority": 1.5}, "priority must be a whole number between -100 and 100"),
+        ({"queue_name": "nowhere"}, "Queue 'nowhere' is not valid for backend"),
+        ({"max_attempts": 0}, "max_attempts must be an integer from 1 to 1,000,000"),
+        ({"idempotency_key": " "}, "An idempotency key must be a non-blank string"),
     ],
 )
-def test_using_validates(changes):
-    with pytest.raises((InvalidTask, Exception)) as raised:
-        tasks.noop.using(**changes).enqueue()
-    assert raised.type is not AssertionError
+def test_using_validates_at_once(changes, message):
+    with pytest.raises(InvalidTask, match=message):
+        tasks.noop.using(**changes)
+
+
+def test_using_an_unknown_backend_is_refused():
+    with pytest.raises(Exception, match="The connection 'missing' doesn't exist") as raised:
+        tasks.noop.using(backend="missing")
+    assert type(raised.value).__name__ in ("InvalidTaskBackend", "InvalidTaskBackendError")
+
+
+def test_django_logs_enqueued_running_and_successful(caplog, django_capture_on_commit_callbacks):
+    with (
+        caplog.at_level(logging.DEBUG, logger=TASKS_LOGGER),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        result = tasks.noop.enqueue()
+    with caplog.at_level(logging.DEBUG, logger=TASKS_LOGGER):
+        drain()
+    lines = [record.getMessage() for record in caplog.records if record.name == TASKS_LOGGER]
+    assert len(lines) == 3, lines
+    assert "enqueued" in lines[0] and result.id in lines[0]
+    assert "state=RUNNING" in lines[1] and result.id in lines[1]
+    assert "state=SUCCESSFUL" in lines[2] and result.id in lines[2]
 
 
 def test_the_admin_shows_a_tasks_durable_steps_and_why_it_cannot_start(admin_client):
