@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 
 from django.db import connection
@@ -32,21 +33,48 @@ def drain(max_jobs: int = 100) -> int:
     """
     worker_id = store.new_worker_id("drain")
     ran = 0
-    while ran < max_jobs:
-        lease = store.claim(worker_id)
-        if lease is None:
-            if (
-                wake_due_waits()
-                or store.wake_forgotten_parents()
-                or store.wake_forgotten_event_waiters()
-                or learn_due_kinds(worker_id)
-            ):
-                continue
-            break
-        with LeaseKeeper(lease):
-            (execute_here if runs_async(lease) else execute)(lease)
-        ran += 1
+    with CtrlC() as ctrl_c:
+        while ran < max_jobs:
+            lease = store.claim(worker_id)
+            if lease is None:
+                if (
+                    wake_due_waits()
+                    or store.wake_forgotten_parents()
+                    or store.wake_forgotten_event_waiters()
+                    or learn_due_kinds(worker_id)
+                ):
+                    continue
+                break
+            with LeaseKeeper(lease):
+                (execute_here if runs_async(lease) else execute)(lease)
+            ran += 1
+            if ctrl_c.pressed:
+                raise KeyboardInterrupt(f"drain() was interrupted after {ran} job(s)")
     return ran
+
+
+class CtrlC:
+    """Ctrl-C during ``drain()`` in the main thread: the job running then fails its try with the
+    ``KeyboardInterrupt`` (as any its code raises), and ``drain()`` stops there, raising one."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._installed = False
+
+    def __enter__(self) -> CtrlC:
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, self._press)
+            self._installed = True
+        return self
+
+    def _press(self, signum: int, frame: object) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def learn_due_kinds(worker_id: str) -> int:

@@ -5,6 +5,8 @@ ever; a worker's cancelling of an async job's task is still not the job's failur
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from django_durajobs import Job, drain, enqueue, retry
@@ -49,3 +51,19 @@ def test_an_async_job_raising_keyboard_interrupt_fails():
     job.refresh_from_db()
     assert (job.status, job.attempt, job.error) == ("failed", 1, "KeyboardInterrupt: raised by the async job")
     assert drain() == 0
+
+
+def test_ctrl_c_during_drain_fails_the_running_job_and_stops_drain():
+    pressed, _ = enqueue("interrupted_by_ctrl_c")
+    waiting, _ = enqueue("interrupted_by_ctrl_c", priority=-10)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a shell
+    try:
+        with pytest.raises(KeyboardInterrupt, match="interrupted after 1 job"):
+            drain()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    pressed.refresh_from_db()
+    waiting.refresh_from_db()
+    assert (pressed.status, pressed.error) == ("failed", "KeyboardInterrupt")
+    assert waiting.status == "queued"  # drain() stopped there

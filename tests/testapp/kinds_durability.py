@@ -15,6 +15,9 @@ killed its worker:
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -106,3 +109,14 @@ def _raise(exc: BaseException) -> None:
 async def async_interrupted_by_the_job(job, ctx):
     await ctx.step("first", lambda: "done")
     raise KeyboardInterrupt("raised by the async job")
+
+
+@job("interrupted_by_ctrl_c", title="Durability: Ctrl-C while it runs")
+def interrupted_by_ctrl_c(job, ctx):
+    """Sends its own process SIGINT, as a person pressing Ctrl-C in a shell running ``drain()``."""
+    ctx.step("press", lambda: _sigint_and_wait())
+
+
+def _sigint_and_wait() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)  # the handler interrupts this
