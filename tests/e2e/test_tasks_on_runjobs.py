@@ -95,8 +95,9 @@ def test_a_running_result_always_lists_its_worker(child_env, runjobs, tmp_path):
     assert running >= 50, (reads, running)
 
 
-def test_a_task_killed_after_two_of_its_three_parts_resumes_at_the_third(child_env, runjobs, tmp_path):
-    result = tasks.three_parts.enqueue(str(tmp_path))
+@pytest.mark.parametrize("task", [tasks.three_parts, tasks.async_three_parts], ids=["sync", "async"])
+def test_a_task_killed_after_two_of_its_three_parts_resumes_at_the_third(task, child_env, runjobs, tmp_path):
+    result = task.enqueue(str(tmp_path))
     doomed = runjobs(*WORKER, env=child_env, extra_env=FAST_LEASES)
     wait_for(
         lambda: started_markers(tmp_path, int(result.id), "parts") or doomed.poll() is not None,

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from django_durajobs.tasks.compat import TaskContext
-from tests.testapp.gates import hold_until_go
+from tests.testapp.gates import ahold_until_go, hold_until_go
 from tests.testapp.models import SideEffect
 
 try:
@@ -200,12 +200,13 @@ def three_parts(context: TaskContext, directory: str | None = None, fail_in: str
 
 
 @task(takes_context=True)
-async def async_three_parts(context: TaskContext) -> list[str]:
+async def async_three_parts(context: TaskContext, directory: str | None = None) -> list[str]:
+    """``three_parts``, awaited; with ``directory``, holds at the gate "parts" after the second."""
     result_id = context.task_result.id
-    parts = []
-    for part in ("one", "two", "three"):
-        parts.append(await context.step(part, lambda part=part: _part(result_id, part)))
-    return parts
+    parts = [await context.step(part, lambda part=part: _part(result_id, part)) for part in ("one", "two")]
+    if directory:
+        await ahold_until_go(SimpleNamespace(pk=int(result_id), subject={"dir": directory}), "parts")
+    return [*parts, await context.step("three", lambda: _part(result_id, "three"))]
 
 
 @task(takes_context=True)
