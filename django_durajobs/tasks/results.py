@@ -127,16 +127,12 @@ def tries_of(job: Job, steps: Iterable[JobStep]) -> tuple[list[TaskError], list[
 
 
 def _errors_of_the_job(job: Job, tries_failed: int) -> list[TaskError]:
-    """What failed (or holds back) the task outside its tries: a worker could not import it, or
-    its workers were lost too often."""
+    """What failed (or holds back) the task outside the tries' own records: a worker could not
+    import it, or a try ended with no error of its own (its workers were lost too often, or its
+    worker gave it up past a step's timeout)."""
     if job.error and job.error_code == UNKNOWN_TASK and job.status in (Status.QUEUED, Status.FAILED):
         return [parsed_failure(job.error)[0]]
-    if (
-        job.status == Status.FAILED
-        and job.error
-        and tries_failed < job.attempt
-        and job.error_code == "worker_lost"
-    ):
+    if job.error and tries_failed < job.attempt and job.status in (Status.QUEUED, Status.FAILED):
         return [TaskError(exception_class_path=JOB_ERROR_PATH, traceback=job.error)]
     return []
 

@@ -121,3 +121,16 @@ def test_a_task_killed_after_two_of_its_three_parts_resumes_at_the_third(task, c
     assert sorted(calls.values_list("name", flat=True)) == [
         f"part:{result.id}:{part}" for part in ("one", "three", "two")
     ]  # …but each part once
+
+
+def test_a_task_given_up_past_a_steps_timeout_is_failed_with_that_error(child_env, runjobs):
+    result = tasks.stuck_in_a_step.enqueue(10)
+    worker = runjobs(*WORKER, env=child_env)
+    wait_for(lambda: read(result).is_finished or worker.poll() is not None, timeout=60, message="the give-up")
+    sigterm(worker)
+    assert exit_code(worker, timeout=60) == 0, log_of(worker)
+    assert result.status == TaskResultStatus.FAILED
+    [error] = result.errors
+    assert error.exception_class_path == "django_durajobs.errors.JobError"
+    assert "was still running step 'stuck' past its timeout" in error.traceback
+    assert result.worker_ids == []  # its step has no record of the worker that gave it up (docs/tasks.md)

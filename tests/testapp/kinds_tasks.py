@@ -7,6 +7,7 @@ Not imported by ``jobs.py``: a worker finds these by their dotted path, as it fi
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -220,3 +221,9 @@ def from_a_module_workers_lack() -> None:
 
 from_a_module_workers_lack.__module__ = "tests.testapp.not_deployed"
 not_deployed = task()(from_a_module_workers_lack)
+
+
+@task(takes_context=True)
+def stuck_in_a_step(context: TaskContext, seconds: float) -> None:
+    """A part that sleeps past its timeout: its worker gives the task up."""
+    context.step("stuck", lambda: time.sleep(seconds), timeout=0.5)
