@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from django.conf import settings
 from django.core import checks
 
@@ -84,6 +86,15 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
                 "DURAJOBS['METRICS_TOKEN'] must be None or a non-empty string.",
                 hint="Prometheus sends it as 'Authorization: Bearer <token>' to the metrics URL.",
                 id="durajobs.E025",
+            )
+        )
+    grace = configured.get("UNKNOWN_TASK_GRACE_SECONDS", DEFAULTS["UNKNOWN_TASK_GRACE_SECONDS"])
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < math.inf:
+        errors.append(
+            checks.Error(
+                f"DURAJOBS['UNKNOWN_TASK_GRACE_SECONDS'] must be a number of 0 or more, not {grace!r}.",
+                hint="How long a task no worker can import stays ready before it fails (docs/tasks.md).",
+                id="durajobs.E026",
             )
         )
     errors += _schedule_errors(configured.get("SCHEDULES", DEFAULTS["SCHEDULES"]))

@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "QUEUE_LIMITS": {},
     "ASYNC_DATABASE_THREADS": 4,
     "METRICS_TOKEN": None,
+    "UNKNOWN_TASK_GRACE_SECONDS": 0,
 }
 
 #: ``settings.DURAJOBS`` itself (so a change made in place shows), once it was looked up.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 
 from django.db import connection
@@ -13,7 +14,7 @@ from .engine.runner import execute
 from .errors import JobError
 from .ops import wake_due_waits
 from .redaction import package_logger
-from .registry import get_kind, has_kind_finders, known_kinds
+from .registry import get_kind, has_kind_finders, jobs_cannot_start, known_kinds
 
 logger = package_logger("django_durajobs.worker")
 
@@ -32,26 +33,55 @@ def drain(max_jobs: int = 100) -> int:
     """
     worker_id = store.new_worker_id("drain")
     ran = 0
-    while ran < max_jobs:
-        lease = store.claim(worker_id)
-        if lease is None:
-            if (
-                wake_due_waits()
-                or store.wake_forgotten_parents()
-                or store.wake_forgotten_event_waiters()
-                or learn_due_kinds()
-            ):
-                continue
-            break
-        with LeaseKeeper(lease):
-            (execute_here if runs_async(lease) else execute)(lease)
-        ran += 1
+    with CtrlC() as ctrl_c:
+        while ran < max_jobs:
+            lease = store.claim(worker_id)
+            if lease is None:
+                if (
+                    wake_due_waits()
+                    or store.wake_forgotten_parents()
+                    or store.wake_forgotten_event_waiters()
+                    or learn_due_kinds(worker_id)
+                ):
+                    continue
+                break
+            with LeaseKeeper(lease):
+                (execute_here if runs_async(lease) else execute)(lease)
+            ran += 1
+            if ctrl_c.pressed:
+                raise KeyboardInterrupt(f"drain() was interrupted after {ran} job(s)")
     return ran
 
 
-def learn_due_kinds() -> int:
+class CtrlC:
+    """Ctrl-C during ``drain()`` in the main thread: the job running then fails its try with the
+    ``KeyboardInterrupt`` (as any its code raises), and ``drain()`` stops there, raising one."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._installed = False
+
+    def __enter__(self) -> CtrlC:
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, self._press)
+            self._installed = True
+        return self
+
+    def _press(self, signum: int, frame: object) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def learn_due_kinds(worker_id: str) -> int:
     """Register the kinds of due jobs that no ``@job`` declared but a finder knows (a Django Tasks
-    task, by its dotted path), so that claims take them; returns how many were found."""
+    task, by its dotted path), so that claims take them; returns how many were found. The due jobs
+    of a kind no finder gives are left to its finder's ``cannot_start`` (a task's fail), else
+    stay queued, for a worker that knows their kind."""
     if not has_kind_finders():
         return 0
     found = 0
@@ -59,6 +89,8 @@ def learn_due_kinds() -> int:
         try:
             get_kind(name)
         except JobError as exc:
+            if jobs_cannot_start(name, worker_id):
+                continue
             _refused_kinds.add(name)
             logger.warning("Jobs of kind %r stay queued: %s (%s)", name, exc.message, exc.code)
             continue

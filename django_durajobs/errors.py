@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from django.utils.translation import gettext as _
 
 
@@ -53,3 +55,10 @@ class EventTimeout(JobTimeout):
         self.event_name = name
         #: Which of the run's waits for this name it was (1 for the first).
         self.nth = nth
+
+
+def raised_by_the_job(raised: BaseException) -> bool:
+    """Whether the job's code raised ``raised``, for its run to record: any exception, a
+    ``KeyboardInterrupt`` or ``SystemExit`` too (a job that raised one would otherwise be picked
+    up again for ever), but not the cancelling of an async job's task by its worker."""
+    return not isinstance(raised, (asyncio.CancelledError, GeneratorExit))

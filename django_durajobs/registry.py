@@ -30,6 +30,7 @@ NAME_MAX_LENGTH = 100  # of kind names and step ids, as the columns hold them
 _registry: dict[str, JobKind] = {}
 #: Ways to find a kind that no ``@job`` registered, by its name (``add_kind_finder``).
 _finders: list[KindFinder] = []
+_cannot_start: list[CannotStart] = []
 #: ``limited_kinds()``, kept until a kind is registered or forgotten (every claim asks).
 _limited: list[JobKind] | None = None
 
@@ -254,14 +255,25 @@ def _qualname(fn: Callable[..., Any]) -> str:
 
 
 KindFinder = Callable[[str], "JobKind | None"]
+#: ``cannot_start(kind_name, worker_id)``: deals with the due jobs of a kind no finder could give,
+#: True when it took them (they are not left queued for ever).
+CannotStart = Callable[[str, str], bool]
 
 
-def add_kind_finder(finder: KindFinder) -> None:
+def add_kind_finder(finder: KindFinder, cannot_start: CannotStart | None = None) -> None:
     """Let ``get_kind`` find kinds that no ``@job`` registered: the Tasks backend finds a task by its
     dotted path. A finder returns None for a name it does not know, and raises ``JobError`` for
-    one it knows but refuses; what it finds is registered."""
+    one it knows but refuses; what it finds is registered. ``cannot_start`` is asked about the due
+    jobs of a kind that no finder gave (the Tasks backend fails a task it cannot import)."""
     if finder not in _finders:
         _finders.append(finder)
+    if cannot_start is not None and cannot_start not in _cannot_start:
+        _cannot_start.append(cannot_start)
+
+
+def jobs_cannot_start(name: str, worker_id: str) -> bool:
+    """Whether a finder's ``cannot_start`` took the due jobs of the kind ``name``, which no finder gave."""
+    return any(cannot_start(name, worker_id) for cannot_start in _cannot_start)
 
 
 def has_kind_finders() -> bool:

@@ -42,6 +42,9 @@ class Event(StrEnum):
     CLAIM = "claim"
     RELEASE = "release"  # its worker stopped, or was lost: it resumes first, after its last finished step
     WORKER_LOST = "worker_lost"  # lost once too often (MAX_WORKER_LOSSES): it is handed to no other
+    # No worker can start it (a task whose module fails to import): held a grace, then failed
+    CANNOT_START_YET = "cannot_start_yet"
+    CANNOT_START = "cannot_start"
     # The outcomes of a run (or a revert)
     DONE = "done"
     WAIT = "wait"
@@ -236,6 +239,8 @@ def _entries() -> Iterator[Transition]:
     )
     yield _entry(Event.WORKER_LOST, RUN, R, Status.FAILED, **lost)
     yield _entry(Event.WORKER_LOST, REVERT, Status.REVERTING, Status.FAILED, **lost)
+    yield _entry(Event.CANNOT_START_YET, RUN, Q, Q, wait_reason=GIVEN, error=GIVEN, error_code=GIVEN)
+    yield _entry(Event.CANNOT_START, RUN, Q, Status.FAILED, error=GIVEN, error_code=GIVEN, **ENDED)
     # Outcomes
     finished = dict(ENDED, error="", error_code="")
     yield _entry(

@@ -107,12 +107,9 @@ class Worker:
             lambda: store.register_worker(self.worker_id, options.queues, options.concurrency)
         )
         self._with_database(store.sync_schedules)
-        self._with_database(learn_due_kinds)
+        self._with_database(lambda: learn_due_kinds(self.worker_id))
         if has_async_kinds():
-            from .event_loop import AsyncJobs
-
-            self._async = AsyncJobs(self)
-            self._async.start()
+            self._async_jobs()
         with self._lock:
             self._start_job_thread()  # more start as jobs keep the threads busy
         if connection.vendor == "postgresql" and driver(connection).__name__ == "psycopg":
@@ -138,6 +135,17 @@ class Worker:
             "releasing running jobs now" if hurry else "finishing running jobs",
         )
         self.stop(hurry=hurry)
+
+    def _async_jobs(self) -> AsyncJobs:
+        """The event loop of async jobs: started with the worker when it knows an async kind, or
+        when it meets the first one (an ``async def`` task, found by its dotted path)."""
+        from .event_loop import AsyncJobs
+
+        with self._lock:
+            if self._async is None:
+                self._async = AsyncJobs(self)
+                self._async.start()
+            return self._async
 
     def _start(self, target, name: str) -> None:
         thread = threading.Thread(target=self._thread_main, args=(target,), name=name, daemon=True)
@@ -192,8 +200,8 @@ class Worker:
                         self.wake.wait(self.options.poll_interval)
                         self.wake.clear()
                         continue
-                if self._async is not None and runs_async(lease):
-                    self._async.submit(lease)  # its slot goes with it, back when its task ends
+                if runs_async(lease):
+                    self._async_jobs().submit(lease)  # its slot goes with it, back when its task ends
                     lease = None
                     continue
                 lease = self._run(lease)
@@ -293,7 +301,7 @@ class Worker:
                     self.wake.set()
                 next_schedules = now + SCHEDULE_TICK_SECONDS
             if now >= next_kinds:
-                if self._with_database(learn_due_kinds):
+                if self._with_database(lambda: learn_due_kinds(self.worker_id)):
                     self.wake.set()
                 next_kinds = now + KIND_LOOKUP_SECONDS
             if now >= next_heartbeat:

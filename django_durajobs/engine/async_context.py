@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.utils.translation import gettext as _
 
-from ..errors import JobError
-from .context import Interrupt, JobContext, OpenStep
+from ..errors import JobError, raised_by_the_job
+from .context import JobContext, OpenStep
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -146,8 +146,9 @@ class AsyncJobContext:
         try:
             result: T = await self._run_step(opened, fn, atomic)
             return result
-        except (Interrupt, Exception) as raised:
-            await self.threads.database(functools.partial(ctx.step_raised, opened, raised))
+        except BaseException as raised:
+            if raised_by_the_job(raised):
+                await self.threads.database(functools.partial(ctx.step_raised, opened, raised))
             raise
         finally:
             ctx.step_over(opened)

@@ -13,12 +13,11 @@ from functools import partial
 from asgiref.sync import async_to_sync
 
 from .. import telemetry
-from ..errors import JobError, LeaseLost
+from ..errors import JobError, LeaseLost, raised_by_the_job
 from ..registry import JobKind, get_kind
 from ..status import Status
 from ..store import Lease
 from .async_context import CALLING_THREAD, AsyncJobContext, Threads
-from .context import Interrupt
 from .runner import Outcome, Ran, abandoned, begin, prepare, record, refused, settle_raised, settle_value
 
 
@@ -51,7 +50,9 @@ async def _perform(kind: JobKind, actx: AsyncJobContext) -> Outcome:
     try:
         function = await database(partial(prepare, kind, ctx))
         value = await function(ctx.job, actx)
-    except (Interrupt, Exception) as raised:
+    except BaseException as raised:
+        if not raised_by_the_job(raised):
+            raise
         return await database(partial(settle_raised, kind, ctx, raised))
     return await database(partial(settle_value, ctx, value))
 

@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy
 
 from .. import telemetry
 from ..conf import get_setting
-from ..errors import JobError, JobTimeout, LeaseLost
+from ..errors import JobError, JobTimeout, LeaseLost, raised_by_the_job
 from ..models import Job, JobStep
 from ..redaction import describe_exception, shown_text
 from ..registry import JobKind, name_problem
@@ -219,8 +219,9 @@ class JobContext:
             return opened.result  # type: ignore[no-any-return]  # what fn returned, read back from JSON
         try:
             return self.run_step(opened, fn, atomic)
-        except (Interrupt, Exception) as raised:
-            self.step_raised(opened, raised)
+        except BaseException as raised:
+            if raised_by_the_job(raised):
+                self.step_raised(opened, raised)
             raise
         finally:
             self.step_over(opened)

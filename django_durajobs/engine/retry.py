@@ -52,9 +52,10 @@ def decide(
     """What follows try number ``attempt`` (of ``max_attempts``) raising ``exc``.
 
     A revert is never retried on its own: an operator retries or reverts it again. The code is the
-    exception's own ``code`` when it has a non-empty one.
+    exception's own ``code`` when it has a non-empty one (not ``SystemExit``'s: that is its message).
     """
-    code = exc.code if isinstance(getattr(exc, "code", None), str) and exc.code else None  # type: ignore[attr-defined]
+    own = getattr(exc, "code", None) if not isinstance(exc, SystemExit) else None
+    code = own if isinstance(own, str) and own else None
     if not reverting and attempt < max_attempts and is_retryable(kind, exc):
         delay = backoff(kind, attempt)
         return RetryAt(now + delay, delay, code or "transient")

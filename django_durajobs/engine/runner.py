@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from .. import telemetry
-from ..errors import EventTimeout, JobError, JobTimeout, LeaseLost
+from ..errors import EventTimeout, JobError, JobTimeout, LeaseLost, raised_by_the_job
 from ..models import Job, JobStep
 from ..ops import revert_done_children
 from ..redaction import describe_exception, package_logger, redact
@@ -139,7 +139,9 @@ def _perform(kind: JobKind, ctx: JobContext) -> Outcome:
     try:
         function = prepare(kind, ctx)
         value = function(ctx.job, ctx)
-    except (Interrupt, Exception) as raised:
+    except BaseException as raised:
+        if not raised_by_the_job(raised):
+            raise
         return settle_raised(kind, ctx, raised)
     return settle_value(ctx, value)
 
@@ -159,7 +161,7 @@ def prepare(kind: JobKind, ctx: JobContext) -> RunFunction:
     return function
 
 
-def settle_raised(kind: JobKind, ctx: JobContext, raised: Interrupt | Exception) -> Outcome:
+def settle_raised(kind: JobKind, ctx: JobContext, raised: BaseException) -> Outcome:
     """The outcome of a run that raised: a wait or a stop, or a failed try; a lost lease or
     database propagates."""
     if isinstance(raised, Interrupt):
@@ -292,7 +294,7 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
     return _outcome(ctx, Event.CANCELLED, _("Cancelled."))
 
 
-def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
+def _failed(kind: JobKind, ctx: JobContext, exc: BaseException) -> Outcome:
     job = ctx.job
     # A JobError is a failure the job reported on purpose: its message is enough.
     traceback = None if isinstance(exc, JobError) else exc
@@ -308,7 +310,7 @@ def _failed(kind: JobKind, ctx: JobContext, exc: Exception) -> Outcome:
     return outcome
 
 
-def _decided(kind: JobKind, job: Job, phase: Phase, exc: Exception, error: str) -> Outcome:
+def _decided(kind: JobKind, job: Job, phase: Phase, exc: BaseException, error: str) -> Outcome:
     """A failed try's outcome, as ``retry.decide`` has it: queued again after a backoff, or failed."""
     reverting = phase == Phase.REVERT
     decision = retry.decide(exc, kind, job.attempt, job.max_attempts, timezone.now(), reverting=reverting)

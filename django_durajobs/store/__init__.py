@@ -13,7 +13,7 @@ from .changes import (
     unmark_waiting_steps,
     update_shown_fields,
 )
-from .claiming import due_kinds_not_in
+from .claiming import due_jobs_with_subject_key, due_kinds_not_in
 from .database import DatabaseNow, database_now, database_trouble, new_token
 from .enqueuing import enqueue, enqueue_many
 from .events import (
@@ -67,6 +67,7 @@ __all__ = [
     "declared_schedules",
     "delete_jobs",
     "delete_schedules",
+    "due_jobs_with_subject_key",
     "due_kinds_not_in",
     "enqueue",
     "enqueue_many",

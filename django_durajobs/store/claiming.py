@@ -306,3 +306,9 @@ def due_kinds_not_in(known: list[str], most: int = 20) -> list[str]:
         found.append(kind)
         passed.append(kind)
     return found
+
+
+def due_jobs_with_subject_key(kind: str, key: str) -> list[Job]:
+    """The due queued jobs of ``kind`` whose subject has ``key`` (a task's names its backend)."""
+    due = Job.objects.queued().filter(kind=kind, next_run_at__lte=timezone.now(), subject__has_key=key)
+    return list(due.only("pk", "queue", "parent_id", "status", "next_run_at", "error_code"))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core import checks
 from django.db import transaction
+from django.utils.module_loading import import_string
 
 from ..errors import JobError
 from ..registry import MAX_ATTEMPTS_LIMIT, NAME_MAX_LENGTH, max_attempts_problem
@@ -23,6 +24,9 @@ from .compat import (
     normalize_json,
     task_enqueued,
 )
+
+if TYPE_CHECKING:
+    from ..models import Job
 
 #: The most characters of a queue name (as the job's column holds them).
 QUEUE_MAX_LENGTH = 100
@@ -43,6 +47,11 @@ class DurableTask(Task):
     retryable: Callable[[BaseException], bool] | None = None
     #: Enqueues with one key make one job: later ones get its result.
     idempotency_key: str | None = None
+
+    def __reduce__(self) -> tuple[Callable[..., DurableTask], tuple[str, dict[str, Any]]]:
+        """Pickled as its dotted path and its fields, on Django 6 and on the backport alike."""
+        options = {item.name: getattr(self, item.name) for item in fields(self) if item.name != "func"}
+        return _unpickled, (self.module_path, options)
 
     def using(
         self,
@@ -67,6 +76,13 @@ class DurableTask(Task):
         return cast(DurableTask, replace(changed, **ours) if ours else changed)
 
 
+def _unpickled(path: str, options: dict[str, Any]) -> DurableTask:
+    declared = import_string(path)
+    if not isinstance(declared, DurableTask):
+        raise ValueError(f"{path!r} is not a task of DurableBackend.")
+    return replace(declared, **options)
+
+
 class DurableBackend(BaseTaskBackend):
     """Tasks enqueued here are jobs: checkpointed, retried, recovered when their worker dies, and
     shown in the admin with the task's dotted path as their kind.
@@ -76,7 +92,7 @@ class DurableBackend(BaseTaskBackend):
 
     task_class = DurableTask
     supports_defer = True
-    supports_async_task = False
+    supports_async_task = True
     supports_get_result = True
     supports_priority = True
 
@@ -113,13 +129,14 @@ class DurableBackend(BaseTaskBackend):
         ``JobError("invalid_input")`` for what no job may hold (NaN, too large).
         """
         from ..store import enqueue
+        from .exact import storable
         from .results import task_result
         from .running import task_kind
 
         self.validate_task(task)
-        subject: dict[str, Any] = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
-        if task.backend != "default":
-            subject["backend"] = task.backend
+        call = {"args": normalize_json(list(args)), "kwargs": normalize_json(dict(kwargs))}
+        # The backend's alias also tells a worker that cannot import the task that it is a task's.
+        subject: dict[str, Any] = {**storable(call), "backend": task.backend}
         if task.run_after is not None:
             subject["run_after"] = task.run_after.isoformat()
         job, created = enqueue(
@@ -131,16 +148,15 @@ class DurableBackend(BaseTaskBackend):
             max_attempts=getattr(task, "max_attempts", 1),
             idempotency_key=getattr(task, "idempotency_key", None),
         )
-        result = task_result(job, task)
+        result = task_result(job, task) if created else read_result(job, task)
         if created:
             transaction.on_commit(lambda: task_enqueued.send(type(self), task_result=result))
         return result
 
     def get_result(self, result_id: str) -> TaskResult:
         """The result of the task job ``result_id`` (its job's id), as it is now."""
-        from ..models import Job, JobStep
+        from ..models import Job
         from ..registry import get_kind
-        from .results import TRY_STEP_PREFIX, task_result
         from .running import TaskKind
 
         try:
@@ -155,10 +171,18 @@ class DurableBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(f"Job {job.pk} is not a task's: {exc.message}") from None
         if not isinstance(kind, TaskKind):
             raise TaskResultDoesNotExist(f"Job {job.pk} is a {job.kind!r} job, not a task's.")
-        steps = JobStep.objects.filter(job_id=job.pk, phase=Phase.RUN, step_id__startswith=TRY_STEP_PREFIX)
-        return task_result(job, kind.task, steps)
+        return read_result(job, kind.task)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         from .checks import backend_errors
 
         return backend_errors(self)
+
+
+def read_result(job: Job, task: Task) -> TaskResult:
+    """The result of ``task``'s job, with the steps of its tries read (one query)."""
+    from ..models import JobStep
+    from .results import TRY_STEP_PREFIX, task_result
+
+    steps = JobStep.objects.filter(job_id=job.pk, phase=Phase.RUN, step_id__startswith=TRY_STEP_PREFIX)
+    return task_result(job, task, steps)

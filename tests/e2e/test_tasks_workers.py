@@ -15,6 +15,8 @@ from tests.testapp.models import SideEffect
 LEASE_SECONDS = "1"
 WORKER = ("--poll-interval", "0.2")
 
+pytestmark = pytest.mark.django_versions
+
 
 @pytest.mark.slow
 def test_a_task_whose_worker_is_killed_mid_run_is_recovered_and_finished(child_env, runjobs, tmp_path):

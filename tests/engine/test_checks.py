@@ -42,6 +42,12 @@ def test_the_documented_defaults_pass():
         pytest.param({"METRICS_TOKEN": ""}, ["durajobs.E025"], id="an empty metrics token"),
         pytest.param({"METRICS_TOKEN": 1234}, ["durajobs.E025"], id="a metrics token not text"),
         pytest.param({"METRICS_TOKEN": "s3cret"}, [], id="a metrics token"),
+        pytest.param({"UNKNOWN_TASK_GRACE_SECONDS": -1}, ["durajobs.E026"], id="a negative task grace"),
+        pytest.param({"UNKNOWN_TASK_GRACE_SECONDS": "60"}, ["durajobs.E026"], id="a task grace as text"),
+        pytest.param(
+            {"UNKNOWN_TASK_GRACE_SECONDS": float("inf")}, ["durajobs.E026"], id="an endless task grace"
+        ),
+        pytest.param({"UNKNOWN_TASK_GRACE_SECONDS": 300}, [], id="a task grace"),
         pytest.param(
             {"ASYNC_DATABASE_THREADS": 2.5}, ["durajobs.E015"], id="async database threads not whole"
         ),

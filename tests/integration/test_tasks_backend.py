@@ -30,7 +30,7 @@ from django_durajobs.tasks.compat import (
 from tests.testapp import kinds_tasks as tasks
 from tests.testapp.models import SideEffect
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.django_versions]
 
 
 @contextmanager
@@ -53,8 +53,9 @@ def test_the_configured_backend_is_durable_and_says_what_it_supports():
     assert isinstance(backend, DurableBackend)
     assert backend.alias == "default"
     assert backend.queues == {"default", "special"}
-    assert (backend.supports_defer, backend.supports_get_result, backend.supports_priority) == (True,) * 3
-    assert backend.supports_async_task is False
+    supports = (backend.supports_defer, backend.supports_get_result, backend.supports_priority)
+    assert supports == (True,) * 3
+    assert backend.supports_async_task is True
     assert list(backend.check()) == []
 
 
@@ -72,7 +73,7 @@ def test_enqueue_stores_a_ready_job_and_sends_task_enqueued_after_commit(django_
     assert (result.task, result.args, result.kwargs, result.attempts) == (tasks.noop, [1], {"two": 3}, 0)
     job = Job.objects.get(pk=result.id)
     assert (job.kind, job.label, job.status) == ("tests.testapp.kinds_tasks.noop", "noop", "queued")
-    assert job.subject == {"args": [1], "kwargs": {"two": 3}}
+    assert job.subject == {"args": [1], "kwargs": {"two": 3}, "backend": "default"}
 
 
 def test_a_rolled_back_enqueue_leaves_no_job_and_sends_nothing(django_capture_on_commit_callbacks):

@@ -18,7 +18,7 @@ from django_durajobs.tasks import DurableBackend, DurableTask
 from django_durajobs.tasks.compat import InvalidTask, TaskResultStatus, task_backends, task_started
 from tests.testapp import kinds_tasks as tasks
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.django_versions]
 
 NOT_A_TASK = "tests.testapp.kinds_tasks.not_a_task"
 

@@ -14,6 +14,10 @@ killed its worker:
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -30,11 +34,12 @@ UNDO_STEPS = ("undo_three", "undo_two", "undo_one")
 STEP_HOOKS: dict[tuple[int, str], Callable[[], None]] = {}
 
 
-class WorkerCrash(BaseException):
+class WorkerCrash(asyncio.CancelledError):
     """Stops a worker in the middle of a step without an outcome, like a process that died.
 
-    A ``BaseException``: the engine lets it through (it is not a job failure), so the job stays
-    running under the worker's lease, with the step in flight.
+    A ``CancelledError``, as when a worker cancels an async job's task: the engine lets it
+    through (any other exception, ``KeyboardInterrupt`` too, is the job's failure), so the job
+    stays running under the worker's lease, with the step in flight.
     """
 
 
@@ -81,3 +86,37 @@ def effect_counts(job_id: int, steps) -> dict[str, int]:
     names = SideEffect.objects.filter(name__startswith=f"{job_id}:").values_list("name", flat=True)
     counts = Counter(names)
     return {step: counts[effect_name(job_id, step)] for step in steps}
+
+
+@job(
+    "interrupted_by_the_job",
+    title="Durability: raises a BaseException",
+    max_attempts=2,
+    retryable=lambda exc: isinstance(exc, KeyboardInterrupt),
+)
+def interrupted_by_the_job(job, ctx):
+    """Raises the ``BaseException`` its subject names (``KeyboardInterrupt``, ``SystemExit``) in a step."""
+    raised = {"KeyboardInterrupt": KeyboardInterrupt, "SystemExit": SystemExit}[job.subject["raise"]]
+    ctx.step("first", lambda: "done")
+    ctx.step("second", lambda: _raise(raised("raised by the job")))
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+@job("async_interrupted_by_the_job", title="Durability: async, raises KeyboardInterrupt")
+async def async_interrupted_by_the_job(job, ctx):
+    await ctx.step("first", lambda: "done")
+    raise KeyboardInterrupt("raised by the async job")
+
+
+@job("interrupted_by_ctrl_c", title="Durability: Ctrl-C while it runs")
+def interrupted_by_ctrl_c(job, ctx):
+    """Sends its own process SIGINT, as a person pressing Ctrl-C in a shell running ``drain()``."""
+    ctx.step("press", lambda: _sigint_and_wait())
+
+
+def _sigint_and_wait() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)  # the handler interrupts this

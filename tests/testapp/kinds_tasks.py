@@ -6,11 +6,13 @@ Not imported by ``jobs.py``: a worker finds these by their dotted path, as it fi
 
 from __future__ import annotations
 
+import asyncio
+import time
 from types import SimpleNamespace
 from typing import Any
 
 from django_durajobs.tasks.compat import TaskContext
-from tests.testapp.gates import hold_until_go
+from tests.testapp.gates import ahold_until_go, hold_until_go
 from tests.testapp.models import SideEffect
 
 try:
@@ -131,3 +133,97 @@ def held(context: TaskContext, directory: str) -> dict[str, Any]:
 
 def not_a_task() -> None:
     """A plain function: a job naming it is refused."""
+
+
+# The conformance suite: tests/integration/test_tasks_conformance.py, tests/e2e/test_tasks_on_runjobs.py
+
+
+@task()
+def failing_keyboard_interrupt() -> None:
+    raise KeyboardInterrupt("This task failed due to KeyboardInterrupt")
+
+
+@task()
+def failing_with_long_message(length: int) -> None:
+    raise ValueError("x" * (length - 1) + "!")
+
+
+@task()
+def failing_chained() -> None:
+    try:
+        raise KeyError("the cause")
+    except KeyError as cause:
+        raise RuntimeError("the consequence") from cause
+
+
+@task()
+def returns_a_secret() -> dict[str, str]:
+    return {"token": "tok_0123456789abcdef", "user": "ann"}
+
+
+@task()
+def echo(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    return {"args": list(args), "kwargs": kwargs, "types": [type(arg).__name__ for arg in args]}
+
+
+@task()
+async def async_add(a: int, b: int) -> dict[str, int]:
+    await asyncio.sleep(0)
+    return {"sum": a + b}
+
+
+@task()
+async def async_failing() -> None:
+    await asyncio.sleep(0)
+    raise ValueError("This async task failed")
+
+
+@task(takes_context=True)
+async def async_context_of_try(context: TaskContext) -> dict[str, Any]:
+    return {"id": context.task_result.id, "attempt": context.attempt}
+
+
+def _part(result_id: str, part: str) -> str:
+    SideEffect.objects.create(name=f"part:{result_id}:{part}")
+    return part
+
+
+@task(takes_context=True, max_attempts=2)
+def three_parts(context: TaskContext, directory: str | None = None, fail_in: str | None = None) -> list[str]:
+    """Three checkpointed parts; with ``directory``, holds at the gate "parts" after the second."""
+    result_id = context.task_result.id
+    done = [context.step(part, lambda part=part: _part(result_id, part)) for part in ("one", "two")]
+    if directory:
+        hold_until_go(SimpleNamespace(pk=int(result_id), subject={"dir": directory}), "parts")
+    if fail_in == "three" and context.attempt == 1:
+        raise Flaky("the third part failed on the first try")
+    return [*done, context.step("three", lambda: _part(result_id, "three"))]
+
+
+@task(takes_context=True)
+async def async_three_parts(context: TaskContext, directory: str | None = None) -> list[str]:
+    """``three_parts``, awaited; with ``directory``, holds at the gate "parts" after the second."""
+    result_id = context.task_result.id
+    parts = [await context.step(part, lambda part=part: _part(result_id, part)) for part in ("one", "two")]
+    if directory:
+        await ahold_until_go(SimpleNamespace(pk=int(result_id), subject={"dir": directory}), "parts")
+    return [*parts, await context.step("three", lambda: _part(result_id, "three"))]
+
+
+@task(takes_context=True)
+def steps_as_tries(context: TaskContext) -> None:
+    context.step("try-9", lambda: None)
+
+
+def from_a_module_workers_lack() -> None:
+    """A task whose dotted path names a module that is not there (deploy skew, a typo)."""
+
+
+from_a_module_workers_lack.__module__ = "tests.testapp.not_deployed"
+not_deployed = task()(from_a_module_workers_lack)
+
+
+@task(takes_context=True)
+def stuck_in_a_step(context: TaskContext, seconds: float) -> None:
+    """A part that sleeps past its timeout: its worker gives the task up."""
+    context.step("stuck", lambda: time.sleep(seconds), timeout=0.5)
