@@ -132,6 +132,9 @@ class Job(models.Model):
         default="",
         help_text=_("Woken when an event of this name is sent."),
     )
+    #: ``{"reason", "count", "last_at"}`` of a timed wait its run checks again and again (the same
+    #: reason each time): logged once, counted here.
+    wait_checks = models.JSONField(_("wait checks"), null=True, blank=True)
     #: ``{event name: how many waits for it timed out}``: a re-entered run's waits time out again.
     timed_out_events = models.JSONField(_("timed-out event waits"), null=True, blank=True)
 

@@ -216,7 +216,8 @@ def wake(job_id: int) -> bool:
     def decide(current: Job, now: datetime) -> Decision:
         due = current.next_run_at is not None and current.next_run_at <= now
         if due and allows(Event.WAKE, current.phase, current.status):
-            return transition(Event.WAKE, current.phase).values(now), _("Its wait is over; queued again.")
+            # Its run logs what it finds (a timed wait checked again is logged once): no line here.
+            return transition(Event.WAKE, current.phase).values(now), ""
         if due and current.on_deadline and allows(Event.DEADLINE, current.phase, current.status):
             action = current.on_deadline
             fields = transition(Event.DEADLINE, current.phase).values(now, resume_action=action)
