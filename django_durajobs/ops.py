@@ -110,6 +110,12 @@ def _allowed(event: Event, current: Job, also: Event | None = None) -> Transitio
 DECISION_COLUMNS = ("id", "label", "kind", "status", "phase", "queue", "parent_id", "actions")
 
 
+def chosen_label(actions: list[dict[str, Any]] | None, action: str) -> str:
+    """The label a person saw on the action ``action`` (its id when it has none): what the log names."""
+    offered = {entry["id"]: entry.get("label") for entry in actions or []}
+    return str(offered.get(action) or action)
+
+
 def decide_resume(
     current: Job, now: datetime, by: Any, action: str | None = None, data: Any = None
 ) -> Decision:
@@ -127,7 +133,7 @@ def decide_resume(
         )
     fields = resumed.values(now, resume_action=action or "", resume_data=data)
     if action:
-        return fields, str(ANSWERED % shown)
+        return fields, str(ANSWERED % {**shown, "action": repr(chosen_label(current.actions, action))})
     return fields, _("Resumed by %(actor)s.") % shown
 
 
@@ -221,7 +227,7 @@ def wake(job_id: int) -> bool:
         if due and current.on_deadline and allows(Event.DEADLINE, current.phase, current.status):
             action = current.on_deadline
             fields = transition(Event.DEADLINE, current.phase).values(now, resume_action=action)
-            return fields, str(UNANSWERED % {"action": repr(action)})
+            return fields, str(UNANSWERED % {"action": repr(chosen_label(current.actions, action))})
         raise JobError("job_not_resumable", _("No longer a due timed wait."))
 
     try:
