@@ -413,8 +413,8 @@ def test_needs_user_page_offers_one_answer_per_offered_action(operator_client, v
     assert "/operate/" not in seen_by_viewer
 
 
-@pytest.mark.parametrize("answer", ["approve", "reject"])
-def test_answering_an_offered_action_queues_the_job_with_it(operator_client, operator, answer):
+@pytest.mark.parametrize(("answer", "label"), [("approve", "Approve"), ("reject", "Reject it")])
+def test_answering_an_offered_action_queues_the_job_with_it(operator_client, operator, answer, label):
     job = needs_user_job()
 
     response = operator_client.post(operate_url(job, "resume"), {"action": answer})
@@ -425,8 +425,10 @@ def test_answering_an_offered_action_queues_the_job_with_it(operator_client, ope
     (entry,) = history_of(job)
     assert entry.user == operator
     assert answer in entry.get_change_message()
+    # The log names the label the operator clicked, and the operator.
     assert (
-        JobLog.objects.filter(job=job, line__contains=answer).filter(line__contains="otto-operator").exists()
+        JobLog.objects.filter(job=job).order_by("-id").first().line
+        == f"Resumed with '{label}' by otto-operator."
     )
 
 
