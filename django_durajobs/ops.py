@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from . import store
-from .answers import ANSWERED, UNANSWERED
+from .answers import ANSWERED, UNANSWERED, chosen_label
 from .conf import get_setting
 from .errors import JobError
 from .models import ACTION_ID_MAX_LENGTH, Job
@@ -108,12 +108,6 @@ def _allowed(event: Event, current: Job, also: Event | None = None) -> Transitio
 
 #: What a decision reads of a job: never its subject or results.
 DECISION_COLUMNS = ("id", "label", "kind", "status", "phase", "queue", "parent_id", "actions")
-
-
-def chosen_label(actions: list[dict[str, Any]] | None, action: str) -> str:
-    """The label a person saw on the action ``action`` (its id when it has none): what the log names."""
-    offered = {entry["id"]: entry.get("label") for entry in actions or []}
-    return str(offered.get(action) or action)
 
 
 def decide_resume(

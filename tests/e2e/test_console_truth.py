@@ -172,3 +172,26 @@ def test_axe_finds_no_serious_violation(page, operator, language, where):
     page.wait_for_load_state("networkidle")
     violations = serious_violations(page)
     assert violations == [], "\n".join(f"{v['id']}: {v['help']}: {v['nodes']}" for v in violations)
+
+
+# Finding things ------------------------------------------------------------------------------------
+
+
+def test_the_list_fits_1366_px_without_scrolling_sideways(page, operator):
+    build_jobs(operator)
+    page.set_viewport_size({"width": 1366, "height": 768})
+    log_in(page, operator)
+    page.goto(LIST)
+    results = page.locator("#changelist .results")
+    expect(results.locator("tbody tr").first).to_be_visible()
+    overflow = results.evaluate("element => element.scrollWidth - element.clientWidth")
+    assert overflow <= 0, f"the list scrolls {overflow} px sideways at 1,366 px"
+    for column in ("status_badge", "reason", "progress_bar", "next_run"):  # what an operator needs
+        expect(page.locator(f"#result_list thead .column-{column}")).to_be_visible()
+
+
+def test_the_dashboard_is_linked_from_the_admin_index(page, operator):
+    log_in(page, operator)
+    page.goto("/admin/")
+    page.get_by_role("link", name="Jobs dashboard").click()
+    expect(page).to_have_url(re.compile(re.escape(DASHBOARD) + "$"))
