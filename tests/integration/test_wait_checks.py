@@ -12,6 +12,7 @@ import pytest
 
 from django_durajobs import Job, Status, describe, enqueue
 from django_durajobs.testing import clock, run_job
+from tests.admin_pages import change_url
 
 pytestmark = pytest.mark.django_db
 
@@ -71,3 +72,12 @@ def test_a_job_no_longer_waiting_shows_no_checks():
         job = checked(job, 2, now)
         job.cancel()
     assert describe(job)["wait_checks"] is None
+
+
+def test_the_job_page_shows_the_checks_and_the_log_shows_the_wait_once(admin_client):
+    job, _ = enqueue("states_wait", subject={"waits": 5, "resume_in": RECHECK_SECONDS})
+    with clock() as now:
+        checked(job, 4, now)
+        page = admin_client.get(change_url(job)).content.decode()
+    assert "4 checks" in page
+    assert page.count("Waiting: DNS record not visible yet") == 1  # its log line, once
