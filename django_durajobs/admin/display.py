@@ -112,10 +112,12 @@ def time_tag(moment: datetime | None, now: datetime | None = None) -> str:
 
 
 def progress_bar(percent: int) -> str:
+    """A labelled progress bar (a screen reader says "Progress 60 %"), and its percentage."""
     return format_html(
-        '<progress class="durajobs-progress" max="100" value="{}"></progress> '
+        '<progress class="durajobs-progress" max="100" value="{}" aria-label="{}"></progress> '
         '<span class="durajobs-percent">{}%</span>',
         percent,
+        _("Progress"),
         percent,
     )
 

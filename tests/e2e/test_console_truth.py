@@ -170,6 +170,7 @@ def test_axe_finds_no_serious_violation(page, operator, language, where):
     url = {"list": LIST, "job page": job_page(jobs["question"]), "dashboard": DASHBOARD}[where]
     page.goto(url)
     page.wait_for_load_state("networkidle")
+    expect(page.locator("progress:not([aria-label])")).to_have_count(0)  # every progress bar is named
     violations = serious_violations(page)
     assert violations == [], "\n".join(f"{v['id']}: {v['help']}: {v['nodes']}" for v in violations)
 
