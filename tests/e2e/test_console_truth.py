@@ -20,6 +20,7 @@ from django.utils import translation
 from django_durajobs import Status, drain, enqueue
 from tests.e2e import test_browser as browser_test
 from tests.e2e.test_browser import build_jobs, click_to_operate, expect, job_page, log_in, row
+from tests.e2e.test_console_browser import DASHBOARD, LIST, SUBTITLE, poll_now
 from tests.helpers import REPO_ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,9 +29,6 @@ browser = browser_test.browser
 page = browser_test.page
 operator = browser_test.operator
 
-LIST = "/admin/django_durajobs/job/"
-DASHBOARD = "/admin/django_durajobs/job/dashboard/"
-SUBTITLE = "#content > h2, #content .titles > h2"
 AXE = REPO_ROOT / "var" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
 QUESTION = "example.org already serves a site from another account. Overwrite it with this release?"
 LANGUAGES = ["en", "ko"]
@@ -58,11 +56,6 @@ def asking_job(operator):
     job.refresh_from_db()
     assert job.status == Status.NEEDS_USER
     return job
-
-
-def poll_now(page):
-    """The page's next live request now, instead of within 2 s."""
-    page.clock.run_for(2_100)
 
 
 def answer_with_the_keyboard(page, label: str) -> None:
