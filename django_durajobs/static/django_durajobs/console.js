@@ -99,6 +99,21 @@
         }
     }
 
+    // The breadcrumb's last item: Django 6 puts it in an <li aria-current="page">, older versions
+    // leave it as the text after the last "›".
+    function setLastCrumb(text) {
+        const crumbs = document.querySelector(".breadcrumbs");
+        const current = crumbs && crumbs.querySelector("[aria-current='page']");
+        if (current) {
+            current.textContent = text;
+            return;
+        }
+        const last = crumbs && crumbs.lastChild;
+        if (last && last.nodeType === Node.TEXT_NODE) {
+            last.textContent = last.textContent.replace(/\u203a[\s\S]*$/, "\u203a " + text + "\n");
+        }
+    }
+
     // The job page's heading, the tab's title and the breadcrumb's last item name the job and its
     // status: all three change together, and the change is announced.
     function retitle(subtitleHtml, breadcrumb) {
@@ -114,13 +129,10 @@
             return;
         }
         document.title = document.title.split(before).join(after);
-        const crumbs = document.querySelector(".breadcrumbs");
-        const last = crumbs && crumbs.lastChild;
-        if (last && last.nodeType === Node.TEXT_NODE && breadcrumb !== undefined) {
+        if (breadcrumb !== undefined) {
             const holder = document.createElement("template");  // inert: escaped text, read as text
             holder.innerHTML = breadcrumb;
-            const text = holder.content.textContent;
-            last.textContent = last.textContent.replace(/\u203a[\s\S]*$/, "\u203a " + text + "\n");
+            setLastCrumb(holder.content.textContent);
         }
         announce(after);
     }
