@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.utils import translation
@@ -14,6 +15,12 @@ from django.utils.translation import gettext_lazy
 #: written in the language of whoever answered, so the page finds them in any of the package's.
 ANSWERED = gettext_lazy("Resumed with %(action)s by %(actor)s.")
 UNANSWERED = gettext_lazy("Nobody answered: resolved with %(action)s by its deadline.")
+
+
+def chosen_label(actions: list[dict[str, Any]] | None, action: str) -> str:
+    """The label a person saw on the action ``action`` (its id when it has none): what the log names."""
+    offered = {entry["id"]: entry.get("label") for entry in actions or []}
+    return str(offered.get(action) or action)
 
 
 def answer_line_pattern() -> str:

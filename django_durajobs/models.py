@@ -132,6 +132,8 @@ class Job(models.Model):
         default="",
         help_text=_("Woken when an event of this name is sent."),
     )
+    #: ``{"reason", "count", "last_at"}``: a timed wait checked again with the same reason, counted.
+    wait_checks = models.JSONField(_("wait checks"), null=True, blank=True)
     #: ``{event name: how many waits for it timed out}``: a re-entered run's waits time out again.
     timed_out_events = models.JSONField(_("timed-out event waits"), null=True, blank=True)
 
@@ -283,6 +285,15 @@ class Job(models.Model):
     aupdate = awaitable(update)
     achildren_summary = awaitable(children_summary)
     adescribe = awaitable(describe)
+
+
+class JobsDashboard(Job):
+    """The dashboard's link on the admin's index: no table or permissions of its own."""
+
+    class Meta:
+        proxy = True
+        verbose_name = verbose_name_plural = _("jobs dashboard")
+        default_permissions = ()
 
 
 class JobStep(models.Model):

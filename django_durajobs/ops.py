@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from . import store
-from .answers import ANSWERED, UNANSWERED
+from .answers import ANSWERED, UNANSWERED, chosen_label
 from .conf import get_setting
 from .errors import JobError
 from .models import ACTION_ID_MAX_LENGTH, Job
@@ -127,7 +127,7 @@ def decide_resume(
         )
     fields = resumed.values(now, resume_action=action or "", resume_data=data)
     if action:
-        return fields, str(ANSWERED % shown)
+        return fields, str(ANSWERED % {**shown, "action": repr(chosen_label(current.actions, action))})
     return fields, _("Resumed by %(actor)s.") % shown
 
 
@@ -216,11 +216,12 @@ def wake(job_id: int) -> bool:
     def decide(current: Job, now: datetime) -> Decision:
         due = current.next_run_at is not None and current.next_run_at <= now
         if due and allows(Event.WAKE, current.phase, current.status):
-            return transition(Event.WAKE, current.phase).values(now), _("Its wait is over; queued again.")
+            # Its run logs what it finds (a timed wait checked again is logged once): no line here.
+            return transition(Event.WAKE, current.phase).values(now), ""
         if due and current.on_deadline and allows(Event.DEADLINE, current.phase, current.status):
             action = current.on_deadline
             fields = transition(Event.DEADLINE, current.phase).values(now, resume_action=action)
-            return fields, str(UNANSWERED % {"action": repr(action)})
+            return fields, str(UNANSWERED % {"action": repr(chosen_label(current.actions, action))})
         raise JobError("job_not_resumable", _("No longer a due timed wait."))
 
     try:

@@ -123,11 +123,19 @@ class Transition:
 
 #: Nothing is shown as pending any more: no reason, question or answer waits.
 NOTHING_PENDING = dict(wait_reason="", user_message="", actions=None, on_deadline="", waits_for_event="")
+#: A run that ends otherwise than in a timed wait checked again: its checks are over.
+NO_WAIT_CHECKS = dict(wait_checks=None)
 #: No operator's request waits to be seen at the job's next step.
 NOTHING_REQUESTED = dict(cancel_requested=False, pause_requested=False)
 #: A job that ends: nothing left to run, wait for or cancel.
 ENDED = dict(
-    ended_at=NOW, next_run_at=None, eta_at=None, wait_reason="", waits_for_event="", **NOTHING_REQUESTED
+    ended_at=NOW,
+    next_run_at=None,
+    eta_at=None,
+    wait_reason="",
+    waits_for_event="",
+    **NOTHING_REQUESTED,
+    **NO_WAIT_CHECKS,
 )
 #: A job taken up again: its last error and end are history.
 STARTED_AGAIN = dict(next_run_at=NOW, ended_at=None, error="", error_code="", **NOTHING_REQUESTED)
@@ -193,6 +201,8 @@ def _entries() -> Iterator[Transition]:
         pause_requested=False,
         on_deadline="",
         waits_for_event="",
+        user_message="",  # a question nobody need answer now: its log keeps it
+        actions=None,
         **NO_PLACE_KEPT,
     )
     yield _entry(Event.REQUEST_CANCEL, RUN, R, R, cancel_requested=True)
@@ -264,6 +274,7 @@ def _entries() -> Iterator[Transition]:
         eta_at=GIVEN,
         next_run_at=GIVEN,
         waits_for_children=False,
+        wait_checks=GIVEN,
         **STOPS_TO_WAIT,
     )
     yield _entry(
@@ -276,6 +287,7 @@ def _entries() -> Iterator[Transition]:
         next_run_at=None,
         waits_for_children=True,
         **STOPS_TO_WAIT,
+        **NO_WAIT_CHECKS,
     )
     yield _entry(
         Event.WAIT_FOR_EVENT,
@@ -287,6 +299,7 @@ def _entries() -> Iterator[Transition]:
         next_run_at=GIVEN,  # its timeout, if it has one
         waits_for_children=False,
         **dict(STOPS_TO_WAIT, waits_for_event=GIVEN),
+        **NO_WAIT_CHECKS,
     )
     yield _entry(
         Event.WAIT_FOR_CHILDREN,
@@ -308,9 +321,17 @@ def _entries() -> Iterator[Transition]:
         on_deadline=GIVEN,
         eta_at=None,
         **STOPS_TO_WAIT,
+        **NO_WAIT_CHECKS,
     )
     yield _entry(
-        Event.RETRY_LATER, RUN, R, Q, next_run_at=GIVEN, wait_reason=GIVEN, attempt=ATTEMPT_GIVEN_BACK
+        Event.RETRY_LATER,
+        RUN,
+        R,
+        Q,
+        next_run_at=GIVEN,
+        wait_reason=GIVEN,
+        attempt=ATTEMPT_GIVEN_BACK,
+        **NO_WAIT_CHECKS,
     )
     yield _entry(
         Event.RETRY_LATER, REVERT, Status.REVERTING, Status.REVERTING, next_run_at=GIVEN, wait_reason=GIVEN
@@ -325,8 +346,11 @@ def _entries() -> Iterator[Transition]:
         eta_at=None,
         pause_requested=False,
         **STOPS_TO_WAIT,
+        **NO_WAIT_CHECKS,
     )
-    yield _entry(Event.RETRY_AFTER_ERROR, RUN, R, Q, next_run_at=GIVEN, error=GIVEN, error_code=GIVEN)
+    yield _entry(
+        Event.RETRY_AFTER_ERROR, RUN, R, Q, next_run_at=GIVEN, error=GIVEN, error_code=GIVEN, **NO_WAIT_CHECKS
+    )
     failed = dict(ENDED, error=GIVEN, error_code=GIVEN)
     yield _entry(Event.FAIL, RUN, R, Status.FAILED, **failed)
     yield _entry(Event.FAIL, REVERT, Status.REVERTING, Status.FAILED, **failed)

@@ -7,7 +7,9 @@ Local demo settings (DEBUG on, a fixed secret key), not a production template. E
 - ``DEMO_STEP_SECONDS``: how long each simulated piece of outside work takes (default 1.5).
 - ``DEMO_DNS_PROPAGATION_SECONDS``: how long the seeded DNS change takes to be visible (default 120).
 - ``DEMO_PAYMENT_SECRET``: the shared secret of the simulated payment provider's callback.
-- ``DEMO_LANGUAGE``: the site's one language, its ``LANGUAGE_CODE`` (default ``en-us``).
+- ``DEMO_LANGUAGE``: the site's default language, its ``LANGUAGE_CODE`` (default ``en-us``); each
+  visitor gets English or Korean as their browser asks (``Accept-Language``) or as they choose in
+  the admin's header.
 """
 
 import importlib.util
@@ -39,6 +41,7 @@ if importlib.util.find_spec("django_extensions"):
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",  # the language the browser asks for, or the one chosen
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -52,7 +55,8 @@ WSGI_APPLICATION = "example_project.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # Before the admin's own: the demo's admin header, with a language switch.
+        "DIRS": [BASE_DIR / "example_project" / "demo" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -90,6 +94,8 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = os.environ.get("DEMO_LANGUAGE", "en-us")
+#: The languages django-durajobs and the demo are translated into.
+LANGUAGES = [("en", "English"), ("ko", "한국어")]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -22,6 +22,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.decorators import method_decorator
 from django.utils.html import conditional_escape
+from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET
 from django.views.i18n import JavaScriptCatalog
@@ -196,6 +197,8 @@ class ConsoleMixin(JobAdminParts):
                 "terminal": context["terminal"],
                 "version": version,
                 "subtitle": str(conditional_escape(str(job))),
+                # As the admin's change form shows it (truncatewords:"18").
+                "breadcrumb": str(conditional_escape(Truncator(str(job)).words(18, truncate=" …"))),
                 "fragments": fragments,
                 "fields": fields,
             }

@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from .. import ops
+from ..engine.describe import RETRYING
 from ..engine.moments import exact, relative
 from ..models import Job
 from ..redaction import redact
@@ -64,6 +65,8 @@ def pretty_json(value: Any, limit: int | None = None) -> str:
 
 def label_of(status: str) -> Any:
     """A job status's or a step state's label ("Needs a decision"), never its code."""
+    if status == RETRYING:
+        return _("Failed; trying again")
     for choices in (Status, StepState):
         if status in choices.values:
             return choices(status).label
@@ -109,10 +112,12 @@ def time_tag(moment: datetime | None, now: datetime | None = None) -> str:
 
 
 def progress_bar(percent: int) -> str:
+    """A labelled progress bar (a screen reader says "Progress 60 %"), and its percentage."""
     return format_html(
-        '<progress class="durajobs-progress" max="100" value="{}"></progress> '
+        '<progress class="durajobs-progress" max="100" value="{}" aria-label="{}"></progress> '
         '<span class="durajobs-percent">{}%</span>',
         percent,
+        _("Progress"),
         percent,
     )
 

@@ -23,7 +23,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from .. import store
-from ..engine.describe import overall, resuming_reason
+from ..engine.describe import open_question, overall, resuming_reason
 from ..models import Job
 from ..status import TERMINAL, Status
 from .actions import JobActionsMixin
@@ -320,7 +320,7 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
             job.wait_reason
             or resuming_reason(job)
             or getattr(job, "held_back_reason", None)
-            or job.user_message
+            or open_question(job)
         )
         text = job.error if job.status == Status.FAILED else (waiting_for or job.error)
         return Truncator(text).chars(80) if text else ""

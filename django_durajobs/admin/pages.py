@@ -7,6 +7,7 @@ not see jobs cannot tell an existing id from a missing one (both are 403).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -40,6 +41,7 @@ from .display import (
     label_of,
     time_tag,
 )
+from .explain import consequences, what_it_does
 from .rows import prepare_rows
 from .sections import RETRIED_CHILDREN, Section, children_section, full_log, log_section, steps_section
 
@@ -70,38 +72,19 @@ def answer_of(job: Job) -> str:
     return format_html("{} {}", line.line, time_tag(line.at))
 
 
-def consequences(operation: str, job: Job) -> list[Any]:
-    """What the operation will do to this job, in sentences, for its confirmation page."""
-    summary = live_summary(job)
-    done = summary["completed_count"]
-    if operation == "cancel":
-        if job.status == Status.RUNNING:
-            return [
-                _("Job %(id)s is running: it stops at its next step boundary, then ends as cancelled.")
-                % {"id": job.pk},
-                _("The steps it finished (%(count)s) are kept, not undone; use Revert for that.")
-                % {"count": count(done)},
-            ]
-        return [
-            _("Job %(id)s ends now as cancelled and will not run again.") % {"id": job.pk},
-            _("The steps it finished (%(count)s) are kept, not undone.") % {"count": count(done)},
-        ]
-    if operation == "revert":
-        return [
-            _("Job %(id)s runs its kind's revert, which undoes what its finished steps did (%(count)s).")
-            % {"id": job.pk, "count": count(done) if job.phase == Phase.RUN else "—"},
-            _("It ends as reverted, or as failed if the revert fails (and may then be reverted again)."),
-        ]
-    failed = Job.objects.filter(parent_id=job.pk, status__in=RETRIED_CHILDREN).count()
-    return [
-        ngettext(
-            "%(count)s failed child job is queued for another try.",
-            "%(count)s failed child jobs are queued for another try.",
-            failed,
-        )
-        % {"count": count(failed)},
-        _("Job %(id)s itself is not retried: retry it once its children are done.") % {"id": job.pk},
-    ]
+def wait_checks_shown(summary: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """A timed wait's checks as the summary shows them: how many, and when the last was."""
+    checks = summary["wait_checks"]
+    if not checks:
+        return {}
+    last = datetime.fromisoformat(checks["last_at"])
+    return {"wait_checks": count(checks["count"]), "last_check": time_tag(last, now)}
+
+
+def failed_children(summary: dict[str, Any]) -> int:
+    """How many of the job's children a retry of its failed children would queue again."""
+    children = summary["children"]
+    return sum(children["by_status"].get(status, 0) for status in RETRIED_CHILDREN) if children else 0
 
 
 class JobPageMixin(JobAdminParts):
@@ -138,10 +121,9 @@ class JobPageMixin(JobAdminParts):
         ]
         earlier = summary["completed_count"] - len(summary["completed_steps"])
         children = summary["children"]
-        retryable_children = (
-            sum(children["by_status"].get(status, 0) for status in RETRIED_CHILDREN) if children else 0
-        )
+        retryable_children = failed_children(summary)
         now = timezone.now()
+        done = summary["completed_count"]
         return {
             "job": job,
             "summary": summary,
@@ -154,6 +136,7 @@ class JobPageMixin(JobAdminParts):
             if children
             else [],
             "next_run": time_tag(job.next_run_at, now) if job.next_run_at else "",
+            **wait_checks_shown(summary, now),
             "eta": time_tag(job.eta_at, now) if job.eta_at else "",
             "deadline": time_tag(job.next_run_at, now) if summary["deadline"] else "",
             "answer": answer_of(job),
@@ -165,7 +148,9 @@ class JobPageMixin(JobAdminParts):
             "earlier_completed": count(earlier) if earlier else "",
             "earlier_count": earlier,
             "children_total": count(summary["children"]["total"]) if summary["children"] else "",
-            "buttons": buttons,
+            "buttons": [(operation, what_it_does(operation.name, job, done)) for operation in buttons],
+            "retry_children_help": what_it_does("retry_children", job, done, retryable_children),
+            "run_again_help": what_it_does("run_again", job, done),
             "may_answer": may["operate"] and job.status == Status.NEEDS_USER,
             "terminal": job.status in TERMINAL,
             "opts": self.model._meta,
@@ -233,6 +218,7 @@ class JobPageMixin(JobAdminParts):
 
     def _confirm_operation(self, request: HttpRequest, operation: Operation, job: Job) -> HttpResponse:
         """As Django's delete confirmation: what will happen, then "Yes, I'm sure" or back."""
+        summary = live_summary(job)
         context = {
             **self.admin_site.each_context(request),
             "title": _("Are you sure?"),
@@ -240,7 +226,9 @@ class JobPageMixin(JobAdminParts):
             "opts": self.model._meta,
             "object": job,
             "operation": operation,
-            "consequences": consequences(operation.name, job),
+            "consequences": consequences(
+                operation.name, job, summary["completed_count"], failed_children(summary)
+            ),
             "post_url": reverse("admin:django_durajobs_job_operate", args=[job.pk, operation.name]),
             "page_url": reverse("admin:django_durajobs_job_change", args=[job.pk]),
         }

@@ -20,6 +20,7 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from ..engine.describe import shown_state
 from ..models import Job, JobLog, JobStep
 from ..status import TERMINAL, Phase, Status
 from .display import count, pretty_json, status_badge, time_tag
@@ -118,7 +119,7 @@ def steps_section(request: HttpRequest, job: Job) -> Section:
         [
             ("phase", step.get_phase_display()),
             ("title", format_html("{}<br><small class='durajobs-kind'>{}</small>", step.title, step.step_id)),
-            ("state", status_badge(step.state, step.get_state_display())),
+            ("state", status_badge(shown_state(step.state, job.status))),
             ("started_at", time_tag(step.started_at)),
             ("ended_at", time_tag(step.ended_at)),
             ("detail_or_error", step.error or step.detail or EMPTY),

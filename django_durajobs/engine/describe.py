@@ -17,6 +17,7 @@ from ..models import Job, JobLog, JobStep
 from ..redaction import redact
 from ..registry import has_revert
 from ..status import (
+    EXTERNAL_WAITS,
     SETTLED_UNSUCCESSFULLY,
     TERMINAL,
     WAITING,
@@ -46,12 +47,26 @@ def _load(job: Job | int) -> Job:
     return found
 
 
-def step_summary(step: JobStep) -> dict[str, Any]:
+#: A failed step's state while its job is queued (or running) to try it again.
+RETRYING = "retrying"
+
+
+def shown_state(state: str, job_status: str) -> str:
+    """A step's state as its job now stands: a wait or question the job no longer has reads as
+    pending, and a failed try the job makes again as ``retrying``."""
+    if state in (StepState.WAITING, StepState.NEEDS_USER) and job_status not in WAITING:
+        return StepState.PENDING
+    if state == StepState.FAILED and job_status in HELD_STATUSES | {Status.QUEUED}:
+        return RETRYING
+    return state
+
+
+def step_summary(step: JobStep, job_status: str) -> dict[str, Any]:
     return {
         "id": step.step_id,
         "title": step.title,
         "phase": step.phase,
-        "state": step.state,
+        "state": shown_state(step.state, job_status),
         "started_at": _iso(step.started_at),
         "ended_at": _iso(step.ended_at),
         "detail": step.detail or None,
@@ -128,13 +143,34 @@ def _facts(job: Job, steps_done: int, steps_total: int) -> dict[str, Any]:
     }
 
 
+def open_question(job: Job) -> str | None:
+    """The question (or message, set by ``update()``) the job shows its user, None once it has
+    ended: an answer, a retry and a cancel clear it (the log keeps it), and a job cancelled
+    before they did shows none either."""
+    if not job.user_message or job.status in TERMINAL:
+        return None
+    return job.user_message
+
+
+def _checks(job: Job) -> dict[str, Any] | None:
+    """A timed wait checked again and again: how many checks, the last one and the next."""
+    if job.status not in EXTERNAL_WAITS or not job.wait_checks:
+        return None
+    return {
+        "count": job.wait_checks["count"],
+        "last_at": job.wait_checks["last_at"],
+        "next_at": _iso(job.next_run_at),
+    }
+
+
 def _outcome(job: Job) -> dict[str, Any]:
     """What a screen shows of the job's wait, question, error and allowed operations."""
     can = partial(allows, phase=job.phase, status=job.status)
     return {
         "wait_reason": job.wait_reason or resuming_reason(job) or held_back_reason(job),
-        "user_message": job.user_message or None,
-        "actions": redact(job.actions),
+        "wait_checks": _checks(job),
+        "user_message": open_question(job),
+        "actions": redact(job.actions) if job.status == Status.NEEDS_USER else None,
         # A question that answers itself: when, and with which of its actions.
         "deadline": _iso(job.next_run_at) if job.on_deadline and job.status == Status.NEEDS_USER else None,
         "on_deadline": job.on_deadline or None,
@@ -171,7 +207,7 @@ def describe(job: Job | int) -> dict[str, Any]:
     job = _load(job)
     steps = list(JobStep.objects.filter(job=job))
     steps.sort(key=lambda step: (step.phase != Phase.RUN, step.position))
-    summaries = [step_summary(step) for step in steps]  # each step's result redacted once
+    summaries = [step_summary(step, job.status) for step in steps]  # each step's result redacted once
     active = [index for index, step in enumerate(steps) if step.phase == job.phase]
     current = next((i for i in active if steps[i].state in ACTIVE_STEP_STATES), None)
     if current is None:
@@ -231,10 +267,10 @@ def live_summary(job: Job) -> dict[str, Any]:
     steps_total = sum(number for number, _first, _last in states.values())
     return {
         **_facts(job, completed, steps_total),
-        "current_step": step_summary(current) if current else None,
-        "completed_steps": [step_summary(step) for step in recent],
+        "current_step": step_summary(current, job.status) if current else None,
+        "completed_steps": [step_summary(step, job.status) for step in recent],
         "completed_count": completed,
-        "next_step": step_summary(following) if following else None,
+        "next_step": step_summary(following, job.status) if following else None,
         **_outcome(job),
         "children": {"total": total, "by_status": dict(counts), "overall": overall(counts)}
         if total

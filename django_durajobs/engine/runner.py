@@ -32,6 +32,7 @@ from .context import (
     step_result,
 )
 from .events import WaitForEventInterrupt, without_timeout
+from .waits import wait_checks
 
 logger = package_logger("django_durajobs")
 
@@ -121,7 +122,7 @@ def record(
     status = outcome.fields["status"]
     telemetry.end(ctx.span, _outcome_name(status))
     log = logger.error if status == Status.FAILED else logger.info
-    log("Job %s (%s) %s: %s", job.pk, job.kind, status, outcome.log_line)
+    log("Job %s (%s) %s: %s", job.pk, job.kind, status, outcome.log_line or outcome.fields.get("wait_reason"))
     return Ran(status, next_lease)
 
 
@@ -255,15 +256,17 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
             wait_reason=detail,
         )
     if isinstance(interrupt, WaitInterrupt):
+        checks = wait_checks(ctx.job.wait_checks, detail, timezone.now())
         return _outcome(
             ctx,
             Event.WAIT,
-            _("Waiting: %(reason)s") % {"reason": detail},
+            "" if checks["count"] > 1 else _("Waiting: %(reason)s") % {"reason": detail},
             _mark_next_pending_step(ctx, interrupt),
             status=interrupt.status,
             wait_reason=detail,
             eta_at=interrupt.resume_at,
             next_run_at=interrupt.resume_at,
+            wait_checks=checks,
         )
     if isinstance(interrupt, NeedsUserInterrupt):
         return _outcome(

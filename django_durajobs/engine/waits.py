@@ -38,6 +38,13 @@ def moment(value: datetime | timedelta | None, name: str | Promise) -> datetime 
     )
 
 
+def wait_checks(earlier: dict[str, Any] | None, reason: str, now: datetime) -> dict[str, Any]:
+    """A timed wait's checks after this one: counted on while the reason stays the same (only the
+    first is logged), from one again when it changes."""
+    count = earlier["count"] + 1 if earlier and earlier.get("reason") == reason else 1
+    return {"reason": reason, "count": count, "last_at": now.isoformat()}
+
+
 def offered_actions(actions: Any) -> list[dict[str, Any]] | None:
     """The offered actions as ``[{"id", "label", …}]``: at most ``MAX_ACTIONS``, each id unique and
     short enough to be chosen, each text a message's length at most."""

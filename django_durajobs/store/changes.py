@@ -45,16 +45,16 @@ def notify_due(queue: str) -> None:
 
 def change_status(job: Job, fields: dict[str, Any], log_line: str, **expected: Any) -> bool:
     """Apply ``fields`` if the job still has the status it was read with (and ``expected``
-    values); False if it moved on."""
+    values), with ``log_line`` unless it is empty; False if it moved on."""
     fields = written(fields)
     with transaction.atomic():
         unchanged = Job.objects.filter(pk=job.pk, status=job.status, **expected)
         changed = unchanged.update(updated_at=timezone.now(), **fields)
-        if changed:
+        if changed and log_line:
             append_log(job.pk, log_line)
             trim_log(job.pk)
-            if fields.get("status") in DUE_STATUSES:
-                notify_due(job.queue)
+        if changed and fields.get("status") in DUE_STATUSES:
+            notify_due(job.queue)
     if changed:
         changed_to(job, job.status, fields.get("status", job.status), fields)
     return bool(changed)

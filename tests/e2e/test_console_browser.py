@@ -173,7 +173,7 @@ def test_cancel_and_revert_ask_first_and_say_what_will_happen(page, operator):
     page.goto(job_page(payment))
     page.locator("#durajobs-summary").get_by_role("link", name="Cancel…").click()
     expect(page.locator("h1")).to_have_text("Are you sure?")
-    expect(page.locator(".durajobs-consequences")).to_contain_text("ends now as cancelled")
+    expect(page.locator(".durajobs-consequences")).to_contain_text("It ends now as cancelled")
     page.get_by_role("link", name="No, take me back").click()
     expect(page).to_have_url(re.compile(re.escape(job_page(payment)) + "$"))
     assert Job.objects.get(pk=payment.pk).status == Status.AWAITING_PAYMENT
@@ -186,7 +186,9 @@ def test_cancel_and_revert_ask_first_and_say_what_will_happen(page, operator):
     question = jobs["question"]  # it built its site before asking: something to undo
     page.goto(job_page(question))
     page.locator("#durajobs-summary").get_by_role("link", name="Revert…").click()
-    expect(page.locator(".durajobs-consequences")).to_contain_text("runs its kind's revert")
+    expect(page.locator(".durajobs-consequences")).to_contain_text(
+        "Runs its kind's revert, which undoes what its 1 finished step did."
+    )
     page.get_by_role("button", name="Yes, I’m sure").click()
     expect(page.locator(".messagelist .success")).to_have_text(f"Job {question.pk} is being reverted.")
     assert Job.objects.get(pk=question.pk).status == Status.REVERTING

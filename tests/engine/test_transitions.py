@@ -92,7 +92,13 @@ def test_values_resolve_now_and_given_and_leave_row_markers():
     values = transition(Event.RETRY_AFTER_ERROR, "run").values(
         NOW, next_run_at=NOW, error="boom", error_code="transient"
     )
-    assert values == {"status": "queued", "next_run_at": NOW, "error": "boom", "error_code": "transient"}
+    assert values == {
+        "status": "queued",
+        "next_run_at": NOW,
+        "error": "boom",
+        "error_code": "transient",
+        "wait_checks": None,
+    }
     assert transition(Event.CLAIM, "run").values(NOW)["attempt"] is ATTEMPT_COUNTED
     assert transition(Event.RETRY, "run").values(NOW)["max_attempts"] is ONE_MORE_TRY
     assert (
@@ -112,7 +118,7 @@ def test_values_want_exactly_the_given_fields():
 
 def test_a_wait_leads_only_to_a_status_a_run_may_wait_in():
     wait = transition(Event.WAIT, "run")
-    given = dict(wait_reason="later", eta_at=None, next_run_at=None)
+    given = dict(wait_reason="later", eta_at=None, next_run_at=None, wait_checks=None)
     assert wait.values(NOW, status="not_ready", **given)["status"] == "not_ready"
     with pytest.raises(ValueError, match="needs_user"):
         wait.values(NOW, status="needs_user", **given)

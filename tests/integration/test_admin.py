@@ -413,8 +413,8 @@ def test_needs_user_page_offers_one_answer_per_offered_action(operator_client, v
     assert "/operate/" not in seen_by_viewer
 
 
-@pytest.mark.parametrize("answer", ["approve", "reject"])
-def test_answering_an_offered_action_queues_the_job_with_it(operator_client, operator, answer):
+@pytest.mark.parametrize(("answer", "label"), [("approve", "Approve"), ("reject", "Reject it")])
+def test_answering_an_offered_action_queues_the_job_with_it(operator_client, operator, answer, label):
     job = needs_user_job()
 
     response = operator_client.post(operate_url(job, "resume"), {"action": answer})
@@ -425,8 +425,10 @@ def test_answering_an_offered_action_queues_the_job_with_it(operator_client, ope
     (entry,) = history_of(job)
     assert entry.user == operator
     assert answer in entry.get_change_message()
+    # The log names the label the operator clicked, and the operator.
     assert (
-        JobLog.objects.filter(job=job, line__contains=answer).filter(line__contains="otto-operator").exists()
+        JobLog.objects.filter(job=job).order_by("-id").first().line
+        == f"Resumed with '{label}' by otto-operator."
     )
 
 
@@ -845,7 +847,11 @@ def test_answer_is_recorded_with_the_chosen_action(alice):
 
     assert_recorded(job, alice, "resume", "Resumed")
     assert "reject" in history_of(job).get().get_change_message()
-    assert "reject" in JobLog.objects.filter(job=job).order_by("-id").first().line
+    # The job's log names the label the person clicked, and who clicked it.
+    assert (
+        JobLog.objects.filter(job=job).order_by("-id").first().line
+        == "Resumed with 'Reject it' by alice-ops."
+    )
 
 
 # 7. Confirmation of large actions -----------------------------------------------------------------
@@ -951,7 +957,7 @@ def live_summary_of(response) -> str:
 def summary_facts(job) -> list[str]:
     """What the summary must show, as describe() tells it."""
     summary = describe(job)
-    facts = [f"{summary['attempt']} / {summary['max_attempts']}"]
+    facts = [f"{summary['attempt']} of {summary['max_attempts']}"]
     if summary["current_step"]:
         facts.append(escape(summary["current_step"]["title"]))
     facts += [escape(step["title"]) for step in summary["completed_steps"]]
@@ -1025,7 +1031,7 @@ def test_summary_shows_the_steps_in_their_roles(admin_client):
     assert facts["Current step"].startswith("Upload files")
     assert facts["Completed steps"] == "Build"
     assert facts["Next step"] == "Switch traffic"
-    assert facts["Attempt"] == "2 / 3"
+    assert facts["Tries used"] == "2 of 3"
     assert "Error" not in facts  # a running job shows no error
 
 

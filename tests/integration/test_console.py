@@ -163,9 +163,9 @@ def test_a_parent_page_retries_its_failed_children_after_asking(admin_client, vi
     done = JobFactory(parent=parent, status="done")
 
     page = admin_client.get(change_url(parent)).content.decode()
-    assert "Retry failed child jobs (2)" in page
+    assert "Queues 2 failed child jobs for another try." in page  # the button's help
     asking = admin_client.get(operate_url(parent, "retry_children"))
-    assert "2 failed child jobs are queued for another try." in asking.content.decode()
+    assert "Queues 2 failed child jobs for another try." in asking.content.decode()  # not "are queued"
     assert viewer_client.post(operate_url(parent, "retry_children")).status_code == 403
 
     admin_client.post(operate_url(parent, "retry_children"))
@@ -194,4 +194,4 @@ def test_an_answered_question_shows_its_answer_on_the_job_page(admin_client):
 
     page = admin_client.get(change_url(job)).content.decode()
 
-    assert "Resumed with &#x27;overwrite&#x27; by admin." in page
+    assert "Resumed with &#x27;Overwrite&#x27; by admin." in page  # the label the person clicked

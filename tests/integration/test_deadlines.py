@@ -125,7 +125,7 @@ def test_a_question_past_its_deadline_resumes_with_its_default_action():
 
     queued.refresh_from_db()
     assert (queued.status, queued.result, queued.on_deadline) == (Status.DONE, {"chose": "skip"}, "")
-    assert "Nobody answered: resolved with 'skip' by its deadline." in log_lines(queued)
+    assert "Nobody answered: resolved with 'Skip' by its deadline." in log_lines(queued)
 
 
 def test_a_question_answered_before_its_deadline_is_not_resolved_again():

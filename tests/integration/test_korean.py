@@ -121,7 +121,7 @@ def test_an_answer_given_in_korean_is_the_chosen_action_in_every_language(korean
     job = needs_user_job()
     admin_client.post(operate_url(job, "resume"), {"action": "reject"})
     line = JobLog.objects.filter(job=job).order_by("-id").first().line
-    assert line == ko("Resumed with %(action)s by %(actor)s.") % {"action": "'reject'", "actor": "admin"}
+    assert line == ko("Resumed with %(action)s by %(actor)s.") % {"action": "'Reject it'", "actor": "admin"}
 
     assert "ko" in translated_languages()
     for language in ("en-us", "ko"):

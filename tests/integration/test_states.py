@@ -110,7 +110,14 @@ def expected_change(op: str, before: dict) -> dict:
     if op == "cancel" and before["status"] == "running":
         return {"cancel_requested": True}  # stays running; stops at its next check
     if op == "cancel":
-        return {"status": "cancelled", "ended_at": NOW, "next_run_at": None}
+        # A question nobody need answer any more is cleared (the log keeps it).
+        return {
+            "status": "cancelled",
+            "ended_at": NOW,
+            "next_run_at": None,
+            "user_message": "",
+            "actions": None,
+        }
     if op == "revert":
         return {
             "status": "reverting",

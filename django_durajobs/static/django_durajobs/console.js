@@ -91,10 +91,74 @@
         });
     }
 
+    // Says a change to a screen reader: the region is polite, so it waits for a pause.
+    function announce(text) {
+        const region = document.getElementById("durajobs-announce");
+        if (region && text && region.textContent !== text) {
+            region.textContent = text;
+        }
+    }
+
+    // The breadcrumb's last item: Django 6 puts it in an <li aria-current="page">, older versions
+    // leave it as the text after the last "›".
+    function setLastCrumb(text) {
+        const crumbs = document.querySelector(".breadcrumbs");
+        const current = crumbs && crumbs.querySelector("[aria-current='page']");
+        if (current) {
+            current.textContent = text;
+            return;
+        }
+        const last = crumbs && crumbs.lastChild;
+        if (last && last.nodeType === Node.TEXT_NODE) {
+            last.textContent = last.textContent.replace(/\u203a[\s\S]*$/, "\u203a " + text + "\n");
+        }
+    }
+
+    // The job page's heading, the tab's title and the breadcrumb's last item name the job and its
+    // status: all three change together, and the change is announced.
+    function retitle(subtitleHtml, breadcrumb) {
+        // Django 6.1 moved the subtitle into .titles; older versions keep it under #content.
+        const subtitle = document.querySelector("#content > h2, #content .titles > h2");
+        if (!subtitle) {
+            return;
+        }
+        const before = subtitle.textContent;
+        subtitle.innerHTML = subtitleHtml;  // escaped by the server
+        const after = subtitle.textContent;
+        if (before === after) {
+            return;
+        }
+        document.title = document.title.split(before).join(after);
+        if (breadcrumb !== undefined) {
+            const holder = document.createElement("template");  // inert: escaped text, read as text
+            holder.innerHTML = breadcrumb;
+            setLastCrumb(holder.content.textContent);
+        }
+        announce(after);
+    }
+
+    function announceRowChanges(rows, changes) {
+        Object.keys(changes).forEach(function (id) {
+            const row = rows[id];
+            const badge = changes[id].status_badge;
+            if (!row || badge === undefined) {
+                return;
+            }
+            const cell = row.querySelector(".field-status_badge");
+            if (cell && cell.innerHTML !== badge) {
+                const holder = document.createElement("template");
+                holder.innerHTML = badge;
+                const name = row.querySelector("th a, td a");
+                announce((name ? name.textContent + ": " : "") + holder.content.textContent);
+            }
+        });
+    }
+
     function apply(live, answer) {
         replaceFragments(answer.fragments);
         if (answer.rows) {
             const rows = listRows();
+            announceRowChanges(rows, answer.rows);
             Object.keys(answer.rows).forEach(function (id) {
                 const row = rows[id];
                 if (!row) {
@@ -114,11 +178,7 @@
             });
         }
         if (answer.subtitle !== undefined) {
-            // Django 6.1 moved the subtitle into .titles; older versions keep it under #content.
-            const subtitle = document.querySelector("#content > h2, #content .titles > h2");
-            if (subtitle) {
-                subtitle.innerHTML = answer.subtitle;  // escaped by the server
-            }
+            retitle(answer.subtitle, answer.breadcrumb);
         }
         Object.keys(answer.fields || {}).forEach(function (name) {
             const field = document.querySelector(".field-" + name + " .readonly");
