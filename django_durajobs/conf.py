@@ -31,6 +31,12 @@ DEFAULTS: dict[str, Any] = {
     "QUEUE_LIMITS": {},
     "ASYNC_DATABASE_THREADS": 4,
     "METRICS_TOKEN": None,
+    "ACCESS_POLICY": "django_durajobs.access.AccessPolicy",
+    "STREAM_POLL_SECONDS": 0.5,
+    "STREAM_HEARTBEAT_SECONDS": 15,
+    "STREAM_MAX_SECONDS": 600,
+    "STREAMS_PER_USER": 20,
+    "WSGI_STREAM_RETRY_SECONDS": 2,
 }
 
 #: ``settings.DURAJOBS`` itself (so a change made in place shows), once it was looked up.
