@@ -22,6 +22,7 @@ from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.utils import translation
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -66,13 +67,13 @@ def _first_events(version: str | None, summary: dict[str, Any] | None, last: str
 @never_cache
 @require_GET
 async def job_events(request: HttpRequest, job_id: str) -> HttpResponse | StreamingHttpResponse:
-    asgi = isinstance(request, ASGIRequest)
-    hub = watcher() if asgi else None
+    hub = watcher() if isinstance(request, ASGIRequest) else None
+    language = translation.get_language()
     try:
         if hub is None:
             owner, version, summary = await sync_to_async(_opening)(request, job_id)
         else:
-            owner, version, summary = await hub.read(_opening, request, job_id)
+            owner, version, summary = await hub.read(_opening, request, job_id, language=language)
     except JobError as error:
         return refusal(error)
     last = _last_event_id(request)
@@ -81,7 +82,7 @@ async def job_events(request: HttpRequest, job_id: str) -> HttpResponse | Stream
         return HttpResponse(status=204)  # nothing new, ever: EventSource stops reconnecting
     if hub is None or summary is None or ended:
         return _event_stream(_first_events(version, summary, last))
-    stream = hub.open(summary["id"], version, owner)
+    stream = hub.open(summary["id"], version, owner, language)
     if stream is None:
         message = _("You have %(count)s job streams open; close one first.")
         return JsonResponse(

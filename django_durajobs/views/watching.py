@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from django.db import DatabaseError, connections
 from django.db.models import Count, Max
+from django.utils import translation
 
 from ..conf import get_setting
 from ..engine.describe import describe
@@ -77,8 +78,8 @@ def version_and_summary(pk: int) -> tuple[str | None, dict[str, Any] | None]:
 class Stream:
     """One open stream's place in the watcher: the version it has shown, and the next change."""
 
-    def __init__(self, pk: int, version: str | None, owner: Any) -> None:
-        self.pk, self.version, self.owner = pk, version, owner
+    def __init__(self, pk: int, version: str | None, owner: Any, language: str) -> None:
+        self.pk, self.version, self.owner, self.language = pk, version, owner, language
         self.latest: tuple[str | None, dict[str, Any] | None] | None = None
         self.changed = asyncio.Event()
 
@@ -105,17 +106,18 @@ class Watcher:
         self.per_owner: Counter[Any] = Counter()
         self.polling: asyncio.Task[None] | None = None
 
-    async def read(self, function: Callable[..., T], *args: Any) -> T:
-        """``function(*args)`` in the watcher's thread; its connection is closed when it failed."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self.executor, partial(_reading, function, *args)
-        )
+    async def read(self, function: Callable[..., T], *args: Any, language: str | None = None) -> T:
+        """``function(*args)`` in the watcher's thread, in ``language``; its connection is closed
+        when it failed, or when no stream is open."""
+        call = partial(_reading, function, args, language, lambda: not self.streams)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, call)
 
-    def open(self, pk: int, version: str | None, owner: Any) -> Stream | None:
-        """A stream of job ``pk`` for ``owner`` (a user's id), or None when they hold ``STREAMS_PER_USER``."""
+    def open(self, pk: int, version: str | None, owner: Any, language: str) -> Stream | None:
+        """A stream of job ``pk`` for ``owner`` (a user's id) in ``language``, or None when they
+        hold ``STREAMS_PER_USER`` already."""
         if self.per_owner[owner] >= get_setting("STREAMS_PER_USER"):
             return None
-        stream = Stream(pk, version, owner)
+        stream = Stream(pk, version, owner, language)
         self.per_owner[owner] += 1
         self.streams[pk].add(stream)
         if self.polling is None or self.polling.done():
@@ -138,23 +140,33 @@ class Watcher:
             except DatabaseError:
                 logger.warning("Job streams could not read the jobs; trying again.", exc_info=True)
             await asyncio.sleep(get_setting("STREAM_POLL_SECONDS"))
+        await self.read(connections.close_all)  # the last stream closed: hold no connection
 
     async def deliver_changes(self, ids: list[int]) -> None:
         versions = await self.read(job_versions, ids)
         for pk in ids:
-            behind = [stream for stream in self.streams.get(pk, ()) if stream.version != versions.get(pk)]
-            if behind:
-                version, summary = await self.read(version_and_summary, pk)
-                for stream in behind:
+            behind: dict[str, list[Stream]] = defaultdict(list)  # by language: one summary for each
+            for stream in self.streams.get(pk, ()):
+                if stream.version != versions.get(pk):
+                    behind[stream.language].append(stream)
+            for language, streams in behind.items():
+                version, summary = await self.read(version_and_summary, pk, language=language)
+                for stream in streams:
                     stream.deliver(version, summary)
 
 
-def _reading(function: Callable[..., T], *args: Any) -> T:
+def _reading(
+    function: Callable[..., T], args: tuple[Any, ...], language: str | None, idle: Callable[[], bool]
+) -> T:
     try:
-        return function(*args)
+        with translation.override(language):
+            return function(*args)
     except DatabaseError:
         connections.close_all()
         raise
+    finally:
+        if idle():
+            connections.close_all()
 
 
 _watchers: dict[asyncio.AbstractEventLoop, Watcher] = {}
@@ -168,3 +180,11 @@ def watcher() -> Watcher:
             _watchers.pop(ended).executor.shutdown(wait=False)
         _watchers[loop] = Watcher()
     return _watchers[loop]
+
+
+def close_watchers() -> None:
+    """Close every watcher's database connection and thread (a process or a test that ends)."""
+    while _watchers:
+        _loop, ended = _watchers.popitem()
+        ended.executor.submit(connections.close_all).result()
+        ended.executor.shutdown()
