@@ -1,0 +1,125 @@
+"""Job streams served by uvicorn (``tests/asgi.py``): 200 open streams of 20 users share a few
+database connections, every one gets a change within a second, and every one ends with its job.
+
+The connections are counted on the database server (PostgreSQL's ``pg_stat_activity``,
+MariaDB's process list); on SQLite there is no server to ask, and only the delivery is checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+
+from django_durajobs import cancel, enqueue, update
+from tests.e2e.test_async_asgi import free_port
+from tests.helpers import fail_if_exited, log_of, wait_for
+from tests.sessions import other_sessions
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+USERS = 20
+STREAMS_EACH = 10  # 200 streams, within the default STREAMS_PER_USER (20)
+
+
+@pytest.fixture
+def uvicorn(spawn, child_env):
+    port = free_port()
+    server = spawn(
+        "uvicorn", "tests.asgi:application", "--host", "127.0.0.1", "--port", str(port), env=child_env
+    )
+
+    def answers() -> bool:
+        fail_if_exited([server])
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    wait_for(answers, timeout=60, message="uvicorn to answer")
+    yield port
+    assert "Traceback" not in log_of(server), log_of(server)
+
+
+async def all_of(*awaitables):
+    return await asyncio.gather(*awaitables)
+
+
+class Stream:
+    """One stream over a raw socket; ``text`` is what it received so far (chunk sizes and all)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer, self.text = reader, writer, ""
+
+    @classmethod
+    async def open(cls, port: int, path: str, cookie: str) -> Stream:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        request = (
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n"
+        )
+        writer.write(request.encode())
+        await writer.drain()
+        return cls(reader, writer)
+
+    async def until(self, text: str, timeout: float) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while text not in self.text:
+            left = deadline - asyncio.get_running_loop().time()
+            chunk = await asyncio.wait_for(self.reader.read(65536), max(left, 0.001))
+            if not chunk:
+                raise AssertionError(f"the stream closed before {text!r}: {self.text[-300:]}")
+            self.text += chunk.decode()
+
+
+def test_two_hundred_open_streams_share_a_few_connections_and_each_gets_every_change(uvicorn, db_vendor):
+    jobs, cookies = [], []
+    for number in range(USERS):
+        user = User.objects.create_user(f"customer-{number}")
+        job, _created = enqueue(
+            "browser_deploy_site", subject={"domain": f"site-{number}.example"}, created_by=user
+        )
+        client = Client()
+        client.force_login(user)
+        jobs.append(job)
+        cookies.append(f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}")
+    loop = asyncio.new_event_loop()
+    streams: list[Stream] = []
+    try:
+        streams = loop.run_until_complete(
+            all_of(
+                *(
+                    Stream.open(uvicorn, f"/jobs/{job.pk}/events/", cookie)
+                    for job, cookie in zip(jobs, cookies, strict=True)
+                    for _ in range(STREAMS_EACH)
+                )
+            )
+        )
+        loop.run_until_complete(all_of(*(stream.until('"status": "queued"', 60) for stream in streams)))
+        if db_vendor != "sqlite":
+            with connection.cursor() as cursor:
+                held = len(other_sessions(cursor))
+            print(f"{len(streams)} open streams, {held} database connections held by the server")
+            assert held <= 3
+
+        started = time.monotonic()
+        for job in jobs:
+            update(job.pk, progress=42)
+        loop.run_until_complete(all_of(*(stream.until('"progress": 42', 5) for stream in streams)))
+        delivered = time.monotonic() - started
+        print(f"a change reached all {len(streams)} streams in {delivered:.2f} s")
+        assert delivered < 1.0 + 0.05 * USERS  # a poll interval, and the updates made one by one
+
+        for job in jobs:
+            cancel(job.pk)
+        loop.run_until_complete(all_of(*(stream.until("event: end", 5) for stream in streams)))
+    finally:
+        for stream in streams:
+            stream.writer.close()
+        loop.close()
