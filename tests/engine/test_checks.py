@@ -42,6 +42,16 @@ def test_the_documented_defaults_pass():
         pytest.param({"METRICS_TOKEN": ""}, ["durajobs.E025"], id="an empty metrics token"),
         pytest.param({"METRICS_TOKEN": 1234}, ["durajobs.E025"], id="a metrics token not text"),
         pytest.param({"METRICS_TOKEN": "s3cret"}, [], id="a metrics token"),
+        pytest.param({"ACCESS_POLICY": "tests.testapp.access.TeamPolicy"}, [], id="an access policy"),
+        pytest.param(
+            {"ACCESS_POLICY": "tests.testapp.access.Nobody"}, ["durajobs.E028"], id="a missing policy"
+        ),
+        pytest.param(
+            {"ACCESS_POLICY": "django_durajobs.conf.DEFAULTS"}, ["durajobs.E028"], id="a policy not a class"
+        ),
+        pytest.param({"ACCESS_POLICY": 7}, ["durajobs.E028"], id="a policy not a path"),
+        pytest.param({"STREAMS_PER_USER": 0}, ["durajobs.E003"], id="no streams per user"),
+        pytest.param({"STREAM_POLL_SECONDS": -1}, ["durajobs.E003"], id="a negative poll interval"),
         pytest.param(
             {"ASYNC_DATABASE_THREADS": 2.5}, ["durajobs.E015"], id="async database threads not whole"
         ),
