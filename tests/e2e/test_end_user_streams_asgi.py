@@ -123,3 +123,44 @@ def test_two_hundred_open_streams_share_a_few_connections_and_each_gets_every_ch
         for stream in streams:
             stream.writer.close()
         loop.close()
+
+
+def test_one_user_opening_a_stream_a_thousand_times_is_refused_past_the_limit_and_harms_nothing(
+    uvicorn, db_vendor
+):
+    user = User.objects.create_user("eager")
+    job, _created = enqueue("browser_deploy_site", subject={"domain": "eager.example"}, created_by=user)
+    client = Client()
+    client.force_login(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    loop = asyncio.new_event_loop()
+    streams: list[Stream] = []
+    try:
+        streams = loop.run_until_complete(
+            all_of(*(Stream.open(uvicorn, f"/jobs/{job.pk}/events/", cookie) for _ in range(1_000)))
+        )
+        loop.run_until_complete(all_of(*(stream.until("\r\n\r\n", 60) for stream in streams)))
+        statuses = [stream.text.split(" ", 2)[1] for stream in streams]
+        assert (statuses.count("200"), statuses.count("429")) == (20, 980)
+        refused = next(stream for stream in streams if stream.text.startswith("HTTP/1.1 429"))
+        loop.run_until_complete(refused.until("too_many_streams", 5))
+        if db_vendor != "sqlite":
+            with connection.cursor() as cursor:
+                assert len(other_sessions(cursor)) <= 3
+        for stream in streams:
+            stream.writer.close()
+        shown = Client()
+        shown.force_login(user)
+        assert shown.get(f"/jobs/{job.pk}/").json()["status"] == "queued"  # nothing changed
+
+        def reopens() -> bool:  # the closed streams free their places
+            again = loop.run_until_complete(Stream.open(uvicorn, f"/jobs/{job.pk}/events/", cookie))
+            loop.run_until_complete(again.until("\r\n\r\n", 10))
+            again.writer.close()
+            return again.text.startswith("HTTP/1.1 200")
+
+        wait_for(reopens, timeout=10, message="a stream to open again")
+    finally:
+        for stream in streams:
+            stream.writer.close()
+        loop.close()
