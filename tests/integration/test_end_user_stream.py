@@ -143,3 +143,47 @@ def test_under_wsgi_the_stream_answers_at_once_and_the_browser_polls(owner, aski
     cancel(asking.pk)
     ended = client.get(f"/jobs/{asking.pk}/events/", headers={"Last-Event-ID": seen}).content.decode()
     assert '"status": "cancelled"' in ended and ended.endswith("event: end\ndata: {}\n\n")
+
+
+def test_a_group_stream_shows_the_groups_jobs_the_user_sees_new_ones_too_and_ends_with_them(owner, streams):
+    other = User.objects.create_user("other")
+    first, _ = enqueue(
+        "browser_renew_certificate", subject={"domain": "a.example"}, created_by=owner, group_id="r7"
+    )
+    enqueue(
+        "browser_renew_certificate", subject={"domain": "hidden.example"}, created_by=other, group_id="r7"
+    )
+
+    async def scenario() -> None:
+        events = Events(await streams.get("/jobs/events/?group=r7"))
+        _kind, _id, summary = await events.next()
+        assert summary["id"] == first.pk
+        later, _ = await sync_to_async(enqueue)(
+            "browser_renew_certificate", subject={"domain": "b.example"}, created_by=owner, group_id="r7"
+        )
+        await sync_to_async(enqueue)(
+            "browser_renew_certificate",
+            subject={"domain": "hidden-2.example"},
+            created_by=other,
+            group_id="r7",
+        )
+        _kind, _id, summary = await events.next()
+        assert summary["id"] == later.pk  # the other user's new job is not shown
+        await sync_to_async(cancel)(first.pk)
+        _kind, _id, summary = await events.next()
+        assert (summary["id"], summary["status"]) == (first.pk, Status.CANCELLED)
+        await sync_to_async(cancel)(later.pk)
+        assert (await events.next())[2]["id"] == later.pk
+        assert (await events.next())[0] == "end"  # every job it shows has ended
+
+    async_to_sync(scenario)()
+
+
+def test_a_group_stream_needs_a_group_the_user_sees_something_of(owner):
+    enqueue("browser_renew_certificate", subject={"domain": "a.example"}, group_id="r8")
+    client = Client()
+    client.force_login(owner)
+    assert client.get("/jobs/events/").json()["code"] == "invalid_input"
+    hidden = client.get("/jobs/events/?group=r8")
+    assert (hidden.status_code, hidden.json()["code"]) == (404, "job_not_found")
+    assert Client().get("/jobs/events/?group=r8").status_code == 404
