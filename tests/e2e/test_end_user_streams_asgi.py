@@ -8,7 +8,6 @@ MariaDB's process list); on SQLite there is no server to ask, and only the deliv
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 
 import pytest
@@ -18,8 +17,8 @@ from django.db import connection
 from django.test import Client
 
 from django_durajobs import cancel, enqueue, update
-from tests.e2e.test_async_asgi import free_port
-from tests.helpers import fail_if_exited, log_of, wait_for
+from tests.e2e import test_async_asgi
+from tests.helpers import wait_for
 from tests.sessions import other_sessions
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -28,24 +27,13 @@ USERS = 20
 STREAMS_EACH = 10  # 200 streams, within the default STREAMS_PER_USER (20)
 
 
+asgi = test_async_asgi.asgi
+
+
 @pytest.fixture
-def uvicorn(spawn, child_env):
-    port = free_port()
-    server = spawn(
-        "uvicorn", "tests.asgi:application", "--host", "127.0.0.1", "--port", str(port), env=child_env
-    )
-
-    def answers() -> bool:
-        fail_if_exited([server])
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        except OSError:
-            return False
-        return True
-
-    wait_for(answers, timeout=60, message="uvicorn to answer")
-    yield port
-    assert "Traceback" not in log_of(server), log_of(server)
+def uvicorn(asgi) -> int:
+    """The port of uvicorn serving the test project (``tests/asgi.py``)."""
+    return asgi.port
 
 
 async def all_of(*awaitables):
