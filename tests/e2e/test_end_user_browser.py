@@ -59,6 +59,8 @@ def test_a_customer_watches_their_deploy_and_answers_its_question(page, customer
     expect(widget.locator(".durajobs-status")).to_have_text("Needs a decision")
     expect(widget.get_by_role("group", name="Your answer is needed")).to_contain_text("already serves a site")
     expect(widget.get_by_role("list", name="Steps").get_by_role("listitem")).to_have_count(4)
+    page.wait_for_timeout(1_500)  # a few polls with nothing new: no "connection lost"
+    expect(widget.get_by_role("alert")).to_have_count(0)
     widget.get_by_role("button", name="Overwrite the site").click()
     expect(widget.locator(".durajobs-status")).to_have_text("Queued")
     drain()

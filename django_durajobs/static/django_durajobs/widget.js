@@ -37,13 +37,18 @@
   Widget.prototype.listen = function () {
     var widget = this;
     var source = new EventSource(this.urls.events);
-    source.addEventListener("job", function (event) {
-      widget.part("problem").hidden = true;
-      widget.render(JSON.parse(event.data));
-    });
+    source.addEventListener("job", function (event) { widget.render(JSON.parse(event.data)); });
     source.addEventListener("end", function () { source.close(); });
+    // Under WSGI every answer closes and the browser asks again: one error between two opens is
+    // that polling, not a lost connection. Two in a row are.
+    var failures = 0;
+    source.onopen = function () {
+      failures = 0;
+      if (widget.part("problem").textContent === widget.texts.reconnecting) widget.problem("");
+    };
     source.onerror = function () {
-      if (source.readyState === EventSource.CONNECTING && !widget.summary.terminal) {
+      failures += 1;
+      if (failures > 1 && source.readyState === EventSource.CONNECTING && !widget.summary.terminal) {
         widget.problem(widget.texts.reconnecting);
       }
     };
