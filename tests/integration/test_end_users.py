@@ -210,3 +210,19 @@ def test_a_policy_setting_replaces_who_sees_and_acts(users, settings):
     response = post(client, f"/jobs/{mine.pk}/cancel/")
     assert (response.status_code, response.json()["code"]) == (403, "not_permitted")
     assert Job.objects.get(pk=mine.pk).status == Status.QUEUED
+
+
+@pytest.mark.parametrize("ending", ["ask", "raise_in_step", "done"])
+def test_what_the_endpoints_show_is_redacted_as_the_admin_shows_it(users, ending):
+    secret = "password=Hunter2-FAKE-9f3c"
+    job, _created = enqueue(
+        "secrets_everywhere", subject={"text": secret, "ending": ending}, created_by=users["owner"]
+    )
+    drain()
+    client = client_of(users["owner"])
+    shown = client.get(f"/jobs/{job.pk}/").content.decode()
+    streamed = client.get(f"/jobs/{job.pk}/events/").content.decode()
+    listed = client.get("/jobs/").content.decode()
+    assert json.loads(shown)["log"] and "config" in shown  # the log and the step's result are there
+    for text in (shown, streamed, listed):
+        assert "Hunter2-FAKE-9f3c" not in text
