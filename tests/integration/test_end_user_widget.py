@@ -11,7 +11,8 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.template import Context, Template
 from django.test import RequestFactory
 
-from django_durajobs import drain, enqueue
+from django_durajobs import Job, drain, enqueue
+from example_project.demo.models import Site
 
 pytestmark = pytest.mark.django_db
 
@@ -60,3 +61,20 @@ def test_the_jobs_own_texts_never_become_html():
     html = rendered(job, owner)
     assert "<img" not in html and "</script><" not in html
     assert widget_data(html)["summary"]["label"] == label
+
+
+def test_a_customer_starts_a_deploy_on_the_examples_page_and_sees_only_their_jobs(client, settings):
+    settings.ROOT_URLCONF = "example_project.urls"
+    Site.objects.create(domain="shop.example.com")
+    customer = User.objects.create_user("customer")
+    enqueue("browser_renew_certificate", subject={"domain": "theirs.example"}, label="Not mine")
+    assert client.get("/my-deploys/")["Location"].startswith("/login/?next=")
+    client.force_login(customer)
+    response = client.post("/my-deploys/", {"site": "shop.example.com", "version": "1.2.0"})
+    assert response.status_code == 302
+    job = Job.objects.get(created_by=customer)
+    assert (job.kind, job.subject) == ("deploy_site", {"domain": "shop.example.com", "version": "1.2.0"})
+    page = client.get("/my-deploys/").content.decode()
+    assert page.count("data-durajobs-widget") == 1 and "Not mine" not in page
+    refused = client.post("/my-deploys/", {"site": "shop.example.com", "version": "1.2; rm -rf /"})
+    assert refused.status_code == 200 and Job.objects.filter(created_by=customer).count() == 1
