@@ -15,7 +15,7 @@ import pytest
 
 from django_durajobs import Status, drain, enqueue
 from tests.e2e import test_browser as browser_test
-from tests.e2e.test_browser import PASSWORD, expect
+from tests.e2e.test_browser import PASSWORD, expect, screenshot
 from tests.integration.test_korean import ko
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,7 +50,7 @@ def deploy(customer):
     return job
 
 
-def test_a_customer_watches_their_deploy_and_answers_its_question(page, customer):
+def test_a_customer_watches_their_deploy_and_answers_its_question(page, customer, tmp_path):
     job = deploy(customer)
     sign_in(page, customer)
     widget = page.get_by_role("region", name="Deploy shop.example")
@@ -61,6 +61,7 @@ def test_a_customer_watches_their_deploy_and_answers_its_question(page, customer
     expect(widget.get_by_role("list", name="Steps").get_by_role("listitem")).to_have_count(4)
     page.wait_for_timeout(1_500)  # a few polls with nothing new: no "connection lost"
     expect(widget.get_by_role("alert")).to_have_count(0)
+    screenshot(page, tmp_path, "end-user-widget.png")
     widget.get_by_role("button", name="Overwrite the site").click()
     expect(widget.locator(".durajobs-status")).to_have_text("Queued")
     drain()
