@@ -90,6 +90,8 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             )
         )
     errors += _access_policy_errors(configured.get("ACCESS_POLICY", DEFAULTS["ACCESS_POLICY"]))
+    if not isinstance(configured.get("STREAM_NOTIFY", DEFAULTS["STREAM_NOTIFY"]), bool):
+        errors.append(checks.Error("DURAJOBS['STREAM_NOTIFY'] must be True or False.", id="durajobs.E028"))
     errors += _schedule_errors(configured.get("SCHEDULES", DEFAULTS["SCHEDULES"]))
     errors += _queue_limit_errors(configured.get("QUEUE_LIMITS", DEFAULTS["QUEUE_LIMITS"]))
     lease = configured.get("LEASE_SECONDS", DEFAULTS["LEASE_SECONDS"])

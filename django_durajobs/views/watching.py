@@ -1,5 +1,5 @@
-"""What the open streams watch: one watcher per event loop reads, every ``STREAM_POLL_SECONDS``,
-a version of every watched job in one thread of its own, and hands each changed job's new
+"""What the open streams watch: one watcher per event loop reads, every ``STREAM_POLL_SECONDS``
+(or at once on PostgreSQL's NOTIFY, ``listening.py``), a version of every watched job in one thread of its own, and hands each changed job's new
 ``describe()`` to the streams that watch it.
 
 However many streams a process holds open, its reads go through that one thread, so they
@@ -28,6 +28,7 @@ from ..conf import get_setting
 from ..engine.describe import describe
 from ..errors import JobError
 from ..models import Job, JobLog, JobStep
+from .listening import Listener, announces_changes
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -162,6 +163,7 @@ class Watcher:
         self.group_streams: set[Stream] = set()
         self.per_owner: Counter[Any] = Counter()
         self.polling: asyncio.Task[None] | None = None
+        self.woken = asyncio.Event()
 
     async def read(self, function: Callable[..., T], *args: Any, language: str | None = None) -> T:
         """``function(*args)`` in the watcher's thread, in ``language``; its connection is closed
@@ -196,14 +198,34 @@ class Watcher:
     async def poll(self) -> None:
         """While any stream is open: find the groups' new jobs, read the versions, deliver what
         changed, sleep."""
-        while self.streams:
-            try:
-                await self.add_new_members()
-                await self.deliver_changes(list(self.streams))
-            except DatabaseError:
-                logger.warning("Job streams could not read the jobs; trying again.", exc_info=True)
-            await asyncio.sleep(get_setting("STREAM_POLL_SECONDS"))
+        listener = self.listener()
+        try:
+            while self.streams:
+                try:
+                    await self.add_new_members()
+                    await self.deliver_changes(list(self.streams))
+                except DatabaseError:
+                    logger.warning("Job streams could not read the jobs; trying again.", exc_info=True)
+                await self.pause()
+        finally:
+            if listener is not None:
+                listener.stop()
         await self.read(connections.close_all)  # the last stream closed: hold no connection
+
+    def listener(self) -> Listener | None:
+        """With ``STREAM_NOTIFY`` on PostgreSQL, a thread that wakes this watcher on each notification."""
+        if not announces_changes():
+            return None
+        loop = asyncio.get_running_loop()
+        return Listener(lambda: loop.call_soon_threadsafe(self.woken.set))
+
+    async def pause(self) -> None:
+        """Until ``STREAM_POLL_SECONDS`` passed, or a notification came."""
+        try:
+            await asyncio.wait_for(self.woken.wait(), get_setting("STREAM_POLL_SECONDS"))
+        except TimeoutError:
+            pass
+        self.woken.clear()
 
     async def add_new_members(self) -> None:
         """Jobs that joined a watched group since its streams opened: those each stream's policy
