@@ -1,6 +1,6 @@
 """What the open streams watch: one watcher per event loop reads, every ``STREAM_POLL_SECONDS``
-(or at once on PostgreSQL's NOTIFY, ``listening.py``), a version of every watched job in one thread of its own, and hands each changed job's new
-``describe()`` to the streams that watch it.
+(or at once on PostgreSQL's NOTIFY, ``listening.py``), a version of every watched job in one
+thread of its own, and hands each changed job's new ``describe()`` to the streams that watch it.
 
 However many streams a process holds open, its reads go through that one thread, so they
 hold one database connection between them, not one each.
