@@ -23,7 +23,7 @@ from ..errors import JobError
 from ..models import Job
 from ..store import find_jobs
 from ..values import short_repr, to_job_id
-from .replies import json_body, refusal, visible_job
+from .replies import json_body, query_texts, refusal, visible_job
 
 #: Jobs a page of the list holds, unless ``per_page`` asks for fewer (or more, up to ``MAX_PER_PAGE``).
 PER_PAGE = 20
@@ -44,13 +44,13 @@ def _number(request: HttpRequest, name: str, default: int, highest: int) -> int:
 
 def _filtered(request: HttpRequest) -> Any:
     jobs = find_jobs(
-        statuses=request.GET.getlist("status"),
-        kinds=request.GET.getlist("kind"),
+        statuses=query_texts(request, "status"),
+        kinds=query_texts(request, "kind"),
         parent=to_job_id(request.GET["parent"], _("The parent")) if request.GET.get("parent") else None,
     )
     for name, column in COLUMN_FILTERS.items():
-        if name in request.GET:
-            jobs = jobs.filter(**{column: request.GET[name]})
+        for text in query_texts(request, name):
+            jobs = jobs.filter(**{column: text})
     return access_policy().visible(request, jobs)
 
 

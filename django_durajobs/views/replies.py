@@ -12,7 +12,7 @@ from ..access import access_policy
 from ..conf import get_setting
 from ..errors import JobError
 from ..models import Job
-from ..values import to_job_id
+from ..values import check_text, to_job_id
 
 #: The HTTP status each refusal's code is answered with; other codes are a conflict (409).
 HTTP_STATUS = {"job_not_found": 404, "invalid_input": 400, "not_permitted": 403, "too_large": 413}
@@ -39,6 +39,12 @@ def visible_job(request: HttpRequest, job_id: str) -> Job:
     if job is None:
         raise not_found(pk)
     return job
+
+
+def query_texts(request: HttpRequest, name: str) -> list[str]:
+    """The texts of the query's parameter ``name``; ``invalid_input`` for one no database can compare
+    (a NUL character, a lone surrogate)."""
+    return [check_text(text, name) for text in request.GET.getlist(name)]
 
 
 def json_body(request: HttpRequest) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from ..access import access_policy
 from ..conf import get_setting
 from ..errors import JobError
 from ..models import Job
-from .replies import refusal, visible_job
+from .replies import query_texts, refusal, visible_job
 from .watching import GROUP_STREAM_MAX_JOBS, Change, Membership, Stream, Watcher, version_and_summary, watcher
 
 END = "event: end\ndata: {}\n\n"
@@ -88,9 +88,12 @@ async def job_events(request: HttpRequest, job_id: str) -> HttpResponse | Stream
 async def group_events(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     """``GET /jobs/events/?group=<group>``: the changes of the group's jobs the requester sees,
     those that join it later included, until they have all ended."""
-    group = request.GET.get("group", "")
-    if not group:
-        return refusal(JobError("invalid_input", _("A group stream names its group: ?group=…")))
+    try:
+        group = (query_texts(request, "group") or [""])[-1]
+        if not group:
+            raise JobError("invalid_input", _("A group stream names its group: ?group=…"))
+    except JobError as error:
+        return refusal(error)
     return await _serve(request, _group_opening, group, group=group)
 
 

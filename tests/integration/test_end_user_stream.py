@@ -183,7 +183,9 @@ def test_a_group_stream_needs_a_group_the_user_sees_something_of(owner):
     enqueue("browser_renew_certificate", subject={"domain": "a.example"}, group_id="r8")
     client = Client()
     client.force_login(owner)
-    assert client.get("/jobs/events/").json()["code"] == "invalid_input"
+    for query in ("", "?group=", "?group=r%00"):
+        refused = client.get(f"/jobs/events/{query}")
+        assert (refused.status_code, refused.json()["code"]) == (400, "invalid_input")
     hidden = client.get("/jobs/events/?group=r8")
     assert (hidden.status_code, hidden.json()["code"]) == (404, "job_not_found")
     assert Client().get("/jobs/events/?group=r8").status_code == 404

@@ -195,7 +195,17 @@ def test_the_list_filters_and_pages(users):
     assert client.get("/jobs/?status=done").json()["count"] == 0
     paged = client.get("/jobs/?per_page=1&page=2").json()
     assert (paged["count"], paged["pages"], [row["id"] for row in paged["jobs"]]) == (2, 2, [first.pk])
-    for query in ("status=finished", "per_page=0", "per_page=1000", "page=x", "page=3", "parent=abc"):
+    bad = (
+        "status=finished",
+        "per_page=0",
+        "per_page=1000",
+        "page=x",
+        "page=3",
+        "parent=abc",
+        "group=a%00b",
+        "kind=%00",
+    )
+    for query in bad:
         response = client.get(f"/jobs/?{query}")
         assert (response.status_code, response.json()["code"]) == (400, "invalid_input"), query
 
