@@ -20,6 +20,9 @@ class DurajobsConfig(AppConfig):
         autodiscover_modules("jobs")
         if uses_durable_tasks():
             import_module("django_durajobs.tasks")  # so that a worker finds tasks by their path
+        from .views.listening import connect_notifier
+
+        connect_notifier()  # with DURAJOBS["STREAM_NOTIFY"] on PostgreSQL: NOTIFY each status change
 
 
 def uses_durable_tasks() -> bool:

@@ -6,6 +6,7 @@ import math
 
 from django.conf import settings
 from django.core import checks
+from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS
 from .errors import JobError
@@ -32,6 +33,11 @@ POSITIVE_NUMBERS = (
     "MAX_ACTIONS",
     "MAX_STEPS",
     "SCHEDULE_GRACE_SECONDS",
+    "STREAM_POLL_SECONDS",
+    "STREAM_HEARTBEAT_SECONDS",
+    "STREAM_MAX_SECONDS",
+    "STREAMS_PER_USER",
+    "WSGI_STREAM_RETRY_SECONDS",
 )
 
 
@@ -97,6 +103,9 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
                 id="durajobs.E026",
             )
         )
+    errors += _access_policy_errors(configured.get("ACCESS_POLICY", DEFAULTS["ACCESS_POLICY"]))
+    if not isinstance(configured.get("STREAM_NOTIFY", DEFAULTS["STREAM_NOTIFY"]), bool):
+        errors.append(checks.Error("DURAJOBS['STREAM_NOTIFY'] must be True or False.", id="durajobs.E028"))
     errors += _schedule_errors(configured.get("SCHEDULES", DEFAULTS["SCHEDULES"]))
     errors += _queue_limit_errors(configured.get("QUEUE_LIMITS", DEFAULTS["QUEUE_LIMITS"]))
     lease = configured.get("LEASE_SECONDS", DEFAULTS["LEASE_SECONDS"])
@@ -111,6 +120,27 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             )
         )
     return errors
+
+
+def _access_policy_errors(path: object) -> list[checks.CheckMessage]:
+    """``DURAJOBS["ACCESS_POLICY"]``: the dotted path of a class with ``visible()`` and ``may()``."""
+    hint = "The dotted path of a subclass of django_durajobs.access.AccessPolicy (docs/end-users.md)."
+    try:
+        policy = import_string(path) if isinstance(path, str) else None
+    except ImportError as exc:
+        return [
+            checks.Error(
+                f"DURAJOBS['ACCESS_POLICY'] cannot be imported: {exc}", hint=hint, id="durajobs.E028"
+            )
+        ]
+    if not (
+        isinstance(policy, type)
+        and callable(getattr(policy, "visible", None))
+        and callable(getattr(policy, "may", None))
+    ):
+        message = f"DURAJOBS['ACCESS_POLICY'] must name a class with visible() and may(), not {path!r}."
+        return [checks.Error(message, hint=hint, id="durajobs.E028")]
+    return []
 
 
 def _schedule_errors(schedules: object) -> list[checks.CheckMessage]:

@@ -32,6 +32,13 @@ DEFAULTS: dict[str, Any] = {
     "ASYNC_DATABASE_THREADS": 4,
     "METRICS_TOKEN": None,
     "UNKNOWN_TASK_GRACE_SECONDS": 0,
+    "ACCESS_POLICY": "django_durajobs.access.AccessPolicy",
+    "STREAM_POLL_SECONDS": 0.5,
+    "STREAM_HEARTBEAT_SECONDS": 15,
+    "STREAM_MAX_SECONDS": 600,
+    "STREAMS_PER_USER": 20,
+    "STREAM_NOTIFY": False,
+    "WSGI_STREAM_RETRY_SECONDS": 2,
 }
 
 #: ``settings.DURAJOBS`` itself (so a change made in place shows), once it was looked up.

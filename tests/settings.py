@@ -137,9 +137,12 @@ DURAJOBS: dict = {
         "BACKOFF_BASE_SECONDS",
         "MAX_WORKER_LOSSES",
         "SCHEDULE_GRACE_SECONDS",
+        "STREAM_POLL_SECONDS",
     )
     if f"DURAJOBS_{key}" in os.environ
 }
+if os.environ.get("DURAJOBS_STREAM_NOTIFY") == "1":  # uvicorn and workers that announce job changes
+    DURAJOBS["STREAM_NOTIFY"] = True
 if "DURAJOBS_QUEUE_LIMITS" in os.environ:  # JSON: {"queue": limit}
     DURAJOBS["QUEUE_LIMITS"] = json.loads(os.environ["DURAJOBS_QUEUE_LIMITS"])
 

@@ -5,4 +5,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("async/", include("tests.async_views")),
     path("metrics/", include("django_durajobs.metrics")),
+    path("jobs/", include("django_durajobs.urls")),
 ]

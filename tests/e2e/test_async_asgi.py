@@ -25,6 +25,7 @@ def free_port() -> int:
 
 class Client:
     def __init__(self, port: int) -> None:
+        self.port = port
         self.base = f"http://127.0.0.1:{port}/async"
 
     def call(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:

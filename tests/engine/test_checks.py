@@ -48,6 +48,17 @@ def test_the_documented_defaults_pass():
             {"UNKNOWN_TASK_GRACE_SECONDS": float("inf")}, ["durajobs.E026"], id="an endless task grace"
         ),
         pytest.param({"UNKNOWN_TASK_GRACE_SECONDS": 300}, [], id="a task grace"),
+        pytest.param({"ACCESS_POLICY": "tests.testapp.access.TeamPolicy"}, [], id="an access policy"),
+        pytest.param(
+            {"ACCESS_POLICY": "tests.testapp.access.Nobody"}, ["durajobs.E028"], id="a missing policy"
+        ),
+        pytest.param(
+            {"ACCESS_POLICY": "django_durajobs.conf.DEFAULTS"}, ["durajobs.E028"], id="a policy not a class"
+        ),
+        pytest.param({"ACCESS_POLICY": 7}, ["durajobs.E028"], id="a policy not a path"),
+        pytest.param({"STREAMS_PER_USER": 0}, ["durajobs.E003"], id="no streams per user"),
+        pytest.param({"STREAM_NOTIFY": "yes"}, ["durajobs.E028"], id="stream notifications not a bool"),
+        pytest.param({"STREAM_POLL_SECONDS": -1}, ["durajobs.E003"], id="a negative poll interval"),
         pytest.param(
             {"ASYNC_DATABASE_THREADS": 2.5}, ["durajobs.E015"], id="async database threads not whole"
         ),

@@ -1,0 +1,2 @@
+"""The end users' endpoints (``django_durajobs.urls``): thin glue over the operations and
+``describe()``, every request checked against the access policy (``access.py``)."""
