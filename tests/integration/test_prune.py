@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from django_durajobs import Job, JobError, JobLog, JobStep, Status, prune
-from tests.factories import JobFactory
+from tests.factories import JobFactory, insert_copies
 
 pytestmark = pytest.mark.django_db
 
@@ -166,7 +166,7 @@ def test_prune_from_code_refuses_a_negative_age_and_unfinished_statuses():
 
 
 def insert_old_jobs(count: int, *, families: int, open_families: int) -> None:
-    """``count`` old done jobs, inserted ``bulk_create`` batches at a time: ``families`` of them
+    """``count`` old done jobs, the roots copied from one in a statement: ``families`` of them
     are parents with two done children (counted in ``count``), ``open_families`` of those have a
     third, queued child. Every tenth root has a step row."""
     long_ago = timezone.now() - timedelta(days=90)
@@ -174,9 +174,9 @@ def insert_old_jobs(count: int, *, families: int, open_families: int) -> None:
     def row(**fields) -> Job:
         return Job(kind="cli_steps", label="old", status=Status.DONE, ended_at=long_ago, **fields)
 
-    roots = count - 2 * families
-    for start in range(0, roots, 5000):
-        Job.objects.bulk_create([row() for _ in range(min(5000, roots - start))])
+    first = row()
+    first.save()
+    insert_copies(first, count - 2 * families - 1)
     parents = list(Job.objects.order_by("pk").values_list("pk", flat=True)[:families])
     Job.objects.bulk_create([row(parent_id=parent) for parent in parents for _ in range(2)])
     Job.objects.bulk_create(
