@@ -5,7 +5,7 @@ The layers, lowest first: the leaves (rules and values) -> the models and the re
 ``tasks/``, the public API). A module may import its own layer and the layers below it, never one
 above: every import counts, at the top, inside a function, or for type checking only. Nor may
 imports go round in a circle through modules of more than one folder. No module of the package
-is over 500 lines.
+is over 500 lines, and no new function over 60 (``LONG_FUNCTIONS``: those written before).
 
 The models and the registry reach the operations above them through the app config
 (``registry.facades()``), never by importing them.
@@ -206,6 +206,32 @@ def packages_of(modules: dict[str, Path]) -> set[str]:
     return {name for name, path in modules.items() if path.name == "__init__.py"}
 
 
+#: Functions longer than ``MAX_FUNCTION_LINES``: the transitions table, and those written before the
+#: limit, to be shortened (``EnqueueOptions`` and ``ClaimRequest`` will shorten the enqueue and the claim).
+LONG_FUNCTIONS = {
+    "transitions._entries",  # the table itself, one entry after another
+    "checks.check_settings",
+    "management.commands.jobs.add_arguments",
+    "registry.job",
+    "schedules.checked_spec",
+    "store.enqueuing._checked_fields",
+    "store.lease.finish",
+}
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(modules: dict[str, Path]) -> dict[str, int]:
+    """Each function (or method, by its own name) over ``MAX_FUNCTION_LINES``, with its length."""
+    found = {}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    found[f"{name}.{node.name}"] = lines
+    return found
+
+
 @pytest.fixture(scope="module")
 def modules() -> dict[str, Path]:
     found = package_modules()
@@ -230,6 +256,16 @@ def test_no_module_is_over_500_lines(modules):
         if (lines := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert not long, f"Modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_new_function_is_over_60_lines(modules):
+    found = long_functions(modules)
+    assert set(found) - LONG_FUNCTIONS == set(), f"Functions over {MAX_FUNCTION_LINES} lines: {found}"
+
+
+def test_a_long_function_planted_in_a_copy_of_the_package_is_found(tmp_path):
+    (tmp_path / "planted.py").write_text("def long():\n" + "    pass\n" * MAX_FUNCTION_LINES)
+    assert long_functions(package_modules(tmp_path)) == {"planted.long": MAX_FUNCTION_LINES + 1}
 
 
 def test_every_folder_and_module_named_in_the_layers_exists(modules):
