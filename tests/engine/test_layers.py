@@ -239,13 +239,18 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def test_no_module_imports_a_layer_above_its_own(modules):
-    problems = layer_violations(all_imports(modules))
+@pytest.fixture(scope="module")
+def imports(modules) -> list[Import]:
+    return all_imports(modules)
+
+
+def test_no_module_imports_a_layer_above_its_own(imports):
+    problems = layer_violations(imports)
     assert not problems, "Imports against the layers:\n" + "\n".join(problems)
 
 
-def test_no_import_circle_crosses_a_folder(modules):
-    problems = circles_across_folders(all_imports(modules), packages_of(modules))
+def test_no_import_circle_crosses_a_folder(modules, imports):
+    problems = circles_across_folders(imports, packages_of(modules))
     assert not problems, "Import circles across folders:\n" + "\n".join(problems)
 
 
