@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from importlib import import_module
+from types import ModuleType
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -13,8 +14,16 @@ class DurajobsConfig(AppConfig):
     verbose_name = _("Durable jobs")
     default_auto_field = "django.db.models.BigAutoField"
 
+    #: ``django_durajobs.facades``, for ``Job``'s and ``JobKind``'s methods (``registry.facades()``).
+    facades: ModuleType
+
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import (
+            checks,  # noqa: F401  (registers the system checks)
+            facades,
+        )
+
+        self.facades = facades
 
         # Like admin.py: every installed app's jobs.py registers its kinds.
         autodiscover_modules("jobs")

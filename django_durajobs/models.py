@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from .awaitables import awaitable
+from .registry import facades
 from .status import SETTLED, TERMINAL, WAITING, Phase, Status, StepState
 from .transitions import HELD_STATUSES
 from .values import EVENT_NAME_MAX_LENGTH
@@ -237,44 +238,28 @@ class Job(models.Model):
 
     # The operations, as methods: ``job.resume(by=request.user)``.
     def resume(self, by=None, action=None, data=None) -> Job:
-        from . import ops
-
-        return ops.resume(self, by=by, action=action, data=data)
+        return facades().resume(self, by=by, action=action, data=data)
 
     def retry(self, by=None) -> Job:
-        from . import ops
-
-        return ops.retry(self, by=by)
+        return facades().retry(self, by=by)
 
     def pause(self, by=None) -> Job:
-        from . import ops
-
-        return ops.pause(self, by=by)
+        return facades().pause(self, by=by)
 
     def cancel(self, by=None) -> Job:
-        from . import ops
-
-        return ops.cancel(self, by=by)
+        return facades().cancel(self, by=by)
 
     def revert(self, by=None) -> Job:
-        from . import ops
-
-        return ops.revert(self, by=by)
+        return facades().revert(self, by=by)
 
     def update(self, **fields) -> Job:
-        from . import ops
-
-        return ops.update(self, **fields)
+        return facades().update(self, **fields)
 
     def children_summary(self) -> dict:
-        from .engine.describe import children_summary
-
-        return children_summary(self)
+        return facades().children_summary(self)
 
     def describe(self) -> dict:
-        from .engine.describe import describe
-
-        return describe(self)
+        return facades().describe(self)
 
     # And awaited, for async code: ``await job.acancel(by=request.user)``.
     aresume = awaitable(resume)

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import iscoroutinefunction
+from django.apps import apps
 from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -18,7 +19,6 @@ from .schedules import ScheduleSpec, checked_spec
 from .values import text_problem, to_timeout
 
 if TYPE_CHECKING:
-    from .engine.context import JobContext
     from .models import Job
 
 #: ``run(job, ctx)``: ``ctx`` is a ``JobContext``, or an ``AsyncJobContext`` for an ``async def``.
@@ -68,7 +68,7 @@ class JobKind:
     run_is_async: bool = False
     revert_is_async: bool = False
 
-    def __call__(self, job: Job, ctx: JobContext) -> Any:
+    def __call__(self, job: Job, ctx: Any) -> Any:
         return self.run(job, ctx)
 
     def revert(self, fn: RunFunction) -> RunFunction:
@@ -101,15 +101,19 @@ class JobKind:
 
     def enqueue(self, **kwargs: Any) -> tuple[Job, bool]:
         """``enqueue(this_kind, **kwargs)``."""
-        from .store import enqueue
-
-        return enqueue(self.name, **kwargs)
+        return facades().enqueue(self.name, **kwargs)
 
     async def aenqueue(self, **kwargs: Any) -> tuple[Job, bool]:
         """``await aenqueue(this_kind, **kwargs)``, for async code such as an ASGI view."""
-        from .async_ops import aenqueue
+        return await facades().aenqueue(self.name, **kwargs)
 
-        return await aenqueue(self.name, **kwargs)
+
+def facades() -> Any:
+    """The ``facades`` module: the operations, ``describe()`` and ``enqueue`` that ``Job``'s and
+    ``JobKind``'s methods call. They sit above the models and this registry, so these reach them
+    through the app config, which imports them when Django is ready, instead of importing upward."""
+    config: Any = apps.get_app_config("django_durajobs")
+    return config.facades
 
 
 def has_revert(name: str) -> bool:

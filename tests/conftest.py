@@ -6,6 +6,10 @@
 - ``spawn``: start ``python -m MODULE`` children (such as ``tests.child_run``), killed at the end.
 - ``runjobs``: start ``manage.py runjobs`` processes (with ``child_env``), killed at the end.
 
+Tests whose outcome may differ between Django versions carry the ``django_versions`` mark, given
+here by their file (``DJANGO_VERSIONS``): CI runs them on every Django line and database, and the
+rest on the older line on SQLite only.
+
 ``tests.helpers.wait_for`` is the way to wait for something another thread or process does;
 ``tests.helpers.log_of`` reads what a child said.
 """
@@ -15,11 +19,42 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import REPO_ROOT
+
+#: The test files whose outcome may differ between Django versions (by pattern, from the
+#: repository's root), and what of Django they lean on.
+DJANGO_VERSIONS = {
+    "tests/engine/test_checks.py": "the system checks framework",
+    "tests/integration/test_admin*.py": "the admin's templates, views and actions",
+    "tests/integration/test_*_admin.py": "the admin's templates, views and actions",
+    "tests/integration/test_console.py": "the admin's templates and views",
+    "tests/integration/test_korean.py": "Django's own catalogs beside the package's",
+    "tests/integration/test_js_catalog.py": "Django's JavaScript catalog view",
+    "tests/integration/test_example.py": "the example project's admin and settings",
+    "tests/integration/test_tasks_*.py": "django.tasks on Django 6, the django-tasks backport on 5.2",
+    "tests/e2e/test_tasks_*.py": "django.tasks on Django 6, the django-tasks backport on 5.2",
+    "tests/e2e/test_*browser*.py": "the admin's templates, scripts and styles in a browser",
+    "tests/e2e/test_async_asgi.py": "Django's ASGI handler and async views",
+    "tests/e2e/test_console_truth.py": "the admin's templates, scripts and styles in a browser",
+    "tests/e2e/test_example_languages.py": "the example project's settings, LocaleMiddleware and i18n views",
+    "tests/integration/test_end_user*.py": "Django's views, CSRF, sessions and templates",
+    "tests/e2e/test_end_user*.py": "Django's ASGI handler, streaming responses and a browser",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test of a file in ``DJANGO_VERSIONS`` ``django_versions``, and of tests/e2e/ ``e2e``."""
+    for item in items:
+        path = item.path.relative_to(REPO_ROOT).as_posix()
+        if any(fnmatch(path, pattern) for pattern in DJANGO_VERSIONS):
+            item.add_marker(pytest.mark.django_versions)
+        if path.startswith("tests/e2e/"):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,8 @@ The fields a status implies (``attempt``, lease fields, ``ended_at``, ``phase``,
 a question with actions…) follow from ``status`` and can each be overridden. Like ``enqueue()``,
 the factory creates the kind's declared steps as pending ``JobStep`` rows (``declared_steps=False``
 skips that); ``step_states`` sets some of them to other states.
+
+``insert_copies(job, n)`` copies a job ``n`` times in one statement, for tests that need a big table.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import uuid
 
 import factory
+from django.db import connection
 from django.utils import timezone
 
 from django_durajobs import Job, JobError, JobStep, Status
@@ -135,3 +138,23 @@ class JobStepFactory(factory.django.DjangoModelFactory):
     started_at = factory.LazyAttribute(lambda o: _if(o.state != "pending", timezone.now(), None))
     ended_at = factory.LazyAttribute(lambda o: _if(o.state in ("done", "failed"), timezone.now(), None))
     result = None
+
+
+DIGITS = " UNION ALL ".join(f"SELECT {digit} AS d" for digit in range(10))
+
+
+def insert_copies(template: Job, copies: int) -> None:
+    """Copy a job ``copies`` times (at most 100,000) in one INSERT … SELECT over cross-joined digits."""
+    assert 0 < copies <= 100_000
+    quote = connection.ops.quote_name
+    table = quote(Job._meta.db_table)
+    columns = [field.column for field in Job._meta.concrete_fields if not field.primary_key]
+    digits = ", ".join(f"({DIGITS}) {quote(f'd{n}')}" for n in range(5))
+    number = " + ".join(f"{10**n} * {quote(f'd{n}')}.d" for n in range(5))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) "
+            f"SELECT {', '.join('t.' + quote(c) for c in columns)} FROM {table} t, {digits} "
+            f"WHERE t.{quote('id')} = %s AND {number} < %s",
+            [template.pk, copies],
+        )

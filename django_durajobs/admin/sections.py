@@ -22,7 +22,8 @@ from django.utils.translation import ngettext
 
 from ..engine.describe import shown_state
 from ..models import Job, JobLog, JobStep
-from ..status import TERMINAL, Phase, Status
+from ..status import TERMINAL, Phase
+from ..transitions import Event, sources
 from .display import count, pretty_json, status_badge, time_tag
 
 STEPS_PER_PAGE = 100
@@ -35,8 +36,9 @@ RESULT_CHARS_SHOWN = 2000
 #: A child's error longer than this is cut short in the child jobs table.
 ERROR_CHARS_SHOWN = 300
 EMPTY = "—"
-#: The children a parent's page retries at once, and lists first: those that need someone.
-RETRIED_CHILDREN = (Status.FAILED, Status.NEEDS_USER)
+#: The children a parent's page retries at once, and lists first: those that need someone (the
+#: statuses a retry is allowed from, as the transitions table says).
+RETRIED_CHILDREN = tuple(sorted(sources(Event.RETRY)))
 
 
 @dataclass(frozen=True)

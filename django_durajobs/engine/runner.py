@@ -280,21 +280,25 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
             on_deadline=interrupt.on_deadline,
         )
     if isinstance(interrupt, RetryLaterInterrupt):
-        seconds = f"{interrupt.seconds:g}"
-        if detail:
-            line = _("Runs again in %(seconds)s s: %(reason)s.") % {"seconds": seconds, "reason": detail}
-        else:
-            line = _("Runs again in %(seconds)s s.") % {"seconds": seconds}
-        return _outcome(
-            ctx,
-            Event.RETRY_LATER,
-            line,
-            next_run_at=timezone.now() + timedelta(seconds=interrupt.seconds),
-            wait_reason=detail,
-        )
+        return _retried_later(ctx, interrupt)
     if isinstance(interrupt, PauseInterrupt):
         return _outcome(ctx, Event.PAUSED, _("Paused; resumed, it goes on after its last finished step."))
     return _outcome(ctx, Event.CANCELLED, _("Cancelled."))
+
+
+def _retried_later(ctx: JobContext, interrupt: RetryLaterInterrupt) -> Outcome:
+    seconds, detail = f"{interrupt.seconds:g}", interrupt.detail
+    if detail:
+        line = _("Runs again in %(seconds)s s: %(reason)s.") % {"seconds": seconds, "reason": detail}
+    else:
+        line = _("Runs again in %(seconds)s s.") % {"seconds": seconds}
+    return _outcome(
+        ctx,
+        Event.RETRY_LATER,
+        line,
+        next_run_at=timezone.now() + timedelta(seconds=interrupt.seconds),
+        wait_reason=detail,
+    )
 
 
 def _failed(kind: JobKind, ctx: JobContext, exc: BaseException) -> Outcome:

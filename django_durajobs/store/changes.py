@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from ..conf import get_setting
 from ..models import Job, JobLog, JobStep
-from ..signals import announce_change
 from ..status import SETTLED, StepState
 from ..transitions import ATTEMPT_COUNTED, ATTEMPT_GIVEN_BACK, DUE_STATUSES, ONE_MORE_TRY, Marker
 from . import events, family  # cycles (a change made here may wake a job there): imported whole
+from .announcing import announce_change
 from .log import append_log, clean_log_line, log_each, trim_log
 
 #: The PostgreSQL channel idle workers LISTEN on.

@@ -12,6 +12,7 @@ from django_durajobs import Job, Status, enqueue
 from django_durajobs.status import StepState
 from tests.helpers import stop_cleanly, wait_for
 from tests.job_rows import step_rows
+from tests.testapp.gates import go_file
 from tests.testapp.kinds_deadlines import late_marker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,8 +30,8 @@ def test_a_step_stuck_past_its_timeout_is_given_up_while_the_worker_goes_on(chil
     """Both job threads of a worker are stuck in steps past their timeout: the worker gives both
     jobs up (failed with ``timeout`` within seconds of the deadline), starts threads in their
     place that finish the other jobs while the stuck ones still sleep, and refuses the late
-    threads' checkpoints."""
-    step_timeout, sleep = 1.0, 15
+    threads' checkpoints. The stuck steps sleep until the test lets them go (at most ``sleep``)."""
+    step_timeout, sleep = 1.0, 60
     stuck = [
         enqueue(
             "deadlines_stuck_step",
@@ -61,7 +62,8 @@ def test_a_step_stuck_past_its_timeout_is_given_up_while_the_worker_goes_on(chil
         assert each.ended_at - started >= timedelta(seconds=step_timeout)
 
     for each in stuck:  # the late threads come back and try to checkpoint: refused
-        wait_for(lambda each=each: late_marker(tmp_path, each.pk).exists(), timeout=sleep + 30)
+        go_file(tmp_path, each.pk).touch()
+        wait_for(lambda each=each: late_marker(tmp_path, each.pk).exists(), timeout=30)
     time.sleep(1)
     for each in stuck:
         step = step_of(each, "stuck")

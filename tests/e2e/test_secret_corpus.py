@@ -65,9 +65,13 @@ def spellings(secret: str) -> set[str]:
     return {secret, *quoted, escape(quoted[0]), json.dumps(quoted[1])[1:-1]}
 
 
+#: Each shape's name and its secret's spellings, made once: ``leaks`` reads tens of thousands of texts.
+SPELLINGS = [(shape.name, spellings(shape.secret)) for shape in CORPUS]
+
+
 def leaks(text: str) -> list[str]:
     """Names of the shapes whose secret is in ``text``."""
-    return [shape.name for shape in CORPUS if any(spelling in text for spelling in spellings(shape.secret))]
+    return [name for name, spelled in SPELLINGS if any(spelling in text for spelling in spelled)]
 
 
 def enqueue_corpus() -> tuple[Job, list[Job]]:

@@ -24,6 +24,7 @@ from django_durajobs import Job, Status, enqueue
 from django_durajobs.signals import job_changed
 from django_durajobs.store import NOTIFY_CHANNEL, claim, database_trouble
 from django_durajobs.worker import Worker, WorkerOptions, refresh_connection
+from tests.factories import insert_copies
 from tests.helpers import wait_for
 from tests.job_rows import statuses
 from tests.sessions import end_own_session, needs_sessions
@@ -166,24 +167,6 @@ def test_a_worker_thread_does_not_reconnect_for_every_job():
 FINISHED_ROWS = 100_000
 DUE_BACKLOG = 20_000
 CLAIMS = 30
-DIGITS = " UNION ALL ".join(f"SELECT {digit} AS d" for digit in range(10))
-
-
-def insert_copies(template: Job, copies: int) -> None:
-    """Copy a job ``copies`` times (at most 100,000) in one INSERT … SELECT over cross-joined digits."""
-    assert 0 < copies <= 100_000
-    quote = connection.ops.quote_name
-    table = quote(Job._meta.db_table)
-    columns = [field.column for field in Job._meta.concrete_fields if not field.primary_key]
-    digits = ", ".join(f"({DIGITS}) {quote(f'd{n}')}" for n in range(5))
-    number = " + ".join(f"{10**n} * {quote(f'd{n}')}.d" for n in range(5))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) "
-            f"SELECT {', '.join('t.' + quote(c) for c in columns)} FROM {table} t, {digits} "
-            f"WHERE t.{quote('id')} = %s AND {number} < %s",
-            [template.pk, copies],
-        )
 
 
 def analyze() -> None:

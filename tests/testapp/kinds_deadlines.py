@@ -1,6 +1,7 @@
 """Job kinds for the timeout and deadline tests (tests/test_deadlines.py).
 
-A stuck step sleeps ``subject["sleep"]`` seconds and then leaves a *late* marker file under
+A stuck step sleeps ``subject["sleep"]`` seconds, or less if the test lets it go first (the job's
+go file, ``tests.testapp.gates.go_file``), and then leaves a *late* marker file under
 ``subject["dir"]`` (a file, not a row: the test reads it whatever became of the job), so a test
 knows when the abandoned thread came back and tried to checkpoint.
 """
@@ -12,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django_durajobs import job
+from tests.testapp.gates import go_file
 from tests.testapp.models import SideEffect
 
 
@@ -20,7 +22,10 @@ def late_marker(directory: Path | str, job_id: int) -> Path:
 
 
 def _sleep_then_mark(job) -> str:
-    time.sleep(job.subject["sleep"])
+    go = go_file(job.subject["dir"], job.pk)
+    until = time.monotonic() + job.subject["sleep"]
+    while time.monotonic() < until and not go.exists():
+        time.sleep(0.02)
     late_marker(job.subject["dir"], job.pk).touch()
     return "finished late"
 
