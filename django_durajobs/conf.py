@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "QUEUE_LIMITS": {},
     "ASYNC_DATABASE_THREADS": 4,
     "METRICS_TOKEN": None,
+    "VERSION_WAIT_SECONDS": 30,
 }
 
 #: ``settings.DURAJOBS`` itself (so a change made in place shows), once it was looked up.

@@ -62,6 +62,13 @@ class Job(models.Model):
         API = "api", _("API")
 
     kind = models.CharField(_("kind"), max_length=100)
+    kind_version = models.CharField(
+        _("kind version"),
+        max_length=100,
+        blank=True,
+        default="",
+        help_text=_("The version of its kind the job started with (docs/deploying.md)."),
+    )
     label = models.CharField(_("label"), max_length=255)
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.QUEUED)
     phase = models.CharField(_("phase"), max_length=10, choices=Phase.choices, default=Phase.RUN)
@@ -472,6 +479,8 @@ class Worker(models.Model):
     #: The queues it claims from; empty for all of them.
     queues = models.JSONField(_("queues"), default=list, blank=True)
     concurrency = models.PositiveSmallIntegerField(_("concurrency"))
+    #: ``{kind: version}`` of the code it runs: which jobs it can run that wait for their version.
+    kind_versions = models.JSONField(_("kind versions"), default=dict, blank=True)
     started_at = models.DateTimeField(_("started"))
     #: Its latest heartbeat, on the database's clock (as leases are judged).
     last_seen_at = models.DateTimeField(_("last heartbeat"))

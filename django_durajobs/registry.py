@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import iscoroutinefunction
@@ -26,6 +28,8 @@ RunFunction = Callable[["Job", Any], Any]
 
 PRIORITY_RANGE = range(-100, 101)
 NAME_MAX_LENGTH = 100  # of kind names and step ids, as the columns hold them
+#: What a job of a kind does when it runs again under another version of the kind (docs/deploying.md).
+VERSION_POLICIES = ("continue", "wait", "fail")
 
 _registry: dict[str, JobKind] = {}
 #: Ways to find a kind that no ``@job`` registered, by its name (``add_kind_finder``).
@@ -61,6 +65,10 @@ class JobKind:
     revert_fn: RunFunction | None = field(default=None)
     #: ``@job(schedule=…)``: the schedule named after the kind.
     schedule: ScheduleSpec | None = None
+    #: ``@job(version=…)`` as text; "" derives the version from the declared step ids.
+    declared_version: str = ""
+    #: What a job started under another version does when it runs again: continue, wait or fail.
+    on_version_change: str = "continue"
 
     #: Whether ``run`` (or ``revert_fn``) is a coroutine function: its jobs run on the worker's
     #: event loop, with an ``AsyncJobContext``.
@@ -87,6 +95,12 @@ class JobKind:
     @property
     def has_revert(self) -> bool:
         return self.revert_fn is not None
+
+    @cached_property
+    def version(self) -> str:
+        """The version its new jobs start with: the declared one, else ``steps-`` and a hash of the
+        declared step ids in their order (titles and code leave it alone)."""
+        return self.declared_version or derived_version(step_id for step_id, _title in self.steps)
 
     @property
     def takes_keys(self) -> bool:
@@ -155,6 +169,27 @@ def max_attempts_problem(value: Any) -> str | None:
     return None
 
 
+def derived_version(step_ids: Iterable[str]) -> str:
+    """A kind's version when it declares none: the same step ids in the same order give the same one."""
+    digest = hashlib.sha256("\n".join(step_ids).encode()).hexdigest()
+    return f"steps-{digest[:8]}"
+
+
+def _checked_version(version: int | str | None, policy: str) -> str:
+    """``@job(version=…)`` as text ("" for none), once it and the policy are known to be valid."""
+    if policy not in VERSION_POLICIES:
+        allowed = ", ".join(VERSION_POLICIES)
+        raise ValueError(f"on_version_change must be one of {allowed}, not {policy!r:.40}.")
+    if version is None:
+        return ""
+    if not isinstance(version, (int, str)) or isinstance(version, bool):
+        raise ValueError(f"version must be an int or a str, not {version!r:.40}.")
+    problem = name_problem(str(version), "A kind's version")
+    if problem:
+        raise ValueError(problem)
+    return str(version)
+
+
 def _normalise_steps(steps: Iterable[Any]) -> tuple[tuple[str, str | Promise], ...]:
     normalised: list[tuple[str, str | Promise]] = []
     for step in steps:
@@ -186,6 +221,8 @@ def job(
     max_running: int | None = None,
     rate_limit: str | None = None,
     timeout: float | timedelta | None = None,
+    version: int | str | None = None,
+    on_version_change: str = "continue",
 ) -> Callable[[RunFunction], JobKind]:
     """Register a job kind; the decorated function (or ``async def`` function) becomes its ``run``.
 
@@ -195,6 +232,9 @@ def job(
 
     ``schedule`` (a cron expression, or a ``timedelta``) also enqueues the kind at each of its
     moments, with an empty subject, in ``TIME_ZONE``; ``JobError`` when it is not a schedule.
+
+    ``version`` (default: derived from the step ids) is stored on each job; ``on_version_change``
+    says what a job started under another version does when it runs again (docs/deploying.md).
     """
     if max_attempts_problem(max_attempts):
         raise ValueError(max_attempts_problem(max_attempts))
@@ -207,6 +247,7 @@ def job(
             raise ValueError(f"{parameter} {limit_problem(value)}")
     rate = RateLimit.parse(rate_limit) if rate_limit is not None else None
     seconds = to_timeout(timeout, gettext_lazy("A kind's timeout"))
+    declared_version = _checked_version(version, on_version_change)
 
     def register(fn: RunFunction) -> JobKind:
         kind_name = name or fn.__name__
@@ -240,6 +281,8 @@ def job(
             max_running=max_running,
             rate_limit=rate,
             timeout=seconds,
+            declared_version=declared_version,
+            on_version_change=on_version_change,
             run_is_async=iscoroutinefunction(fn),
         )
         _registry[kind_name] = kind
@@ -295,6 +338,11 @@ def get_kind(name: str) -> JobKind:
 
 def known_kinds() -> list[str]:
     return list(_registry)
+
+
+def kind_versions() -> dict[str, str]:
+    """``{kind: version}`` of the registered kinds: what this process's code runs."""
+    return {name: kind.version for name, kind in _registry.items()}
 
 
 def has_async_kinds() -> bool:

@@ -137,6 +137,7 @@ DURAJOBS: dict = {
         "BACKOFF_BASE_SECONDS",
         "MAX_WORKER_LOSSES",
         "SCHEDULE_GRACE_SECONDS",
+        "VERSION_WAIT_SECONDS",
     )
     if f"DURAJOBS_{key}" in os.environ
 }

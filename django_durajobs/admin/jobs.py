@@ -23,7 +23,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from .. import store
-from ..engine.describe import overall, resuming_reason
+from ..engine.describe import overall, resuming_reason, version_warning
 from ..models import Job
 from ..status import TERMINAL, Status
 from .actions import JobActionsMixin
@@ -127,6 +127,7 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
                 "fields": (
                     "label",
                     "kind",
+                    "shown_version",
                     "status",
                     "phase",
                     "queue",
@@ -349,6 +350,14 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
             return "—"
         url = f"{reverse('admin:django_durajobs_event_add')}?{urlencode({'name': job.waits_for_event})}"
         return format_html('{} <a class="button" href="{}">{}</a>', job.waits_for_event, url, _("Send it"))
+
+    @admin.display(description=_("kind version"))
+    def shown_version(self, job: Job) -> str:
+        """The version the job started with, and a warning when no running worker has it."""
+        warning = version_warning(job)
+        if warning:
+            return format_html('{} <strong class="errornote">{}</strong>', job.kind_version, warning)
+        return job.kind_version or "—"
 
     @admin.display(description=_("subject"))
     def shown_subject(self, job: Job) -> str:

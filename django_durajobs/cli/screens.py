@@ -74,6 +74,8 @@ def job_page(output: Output, summary: dict[str, Any], *, log_lines: int) -> None
     output.fields(
         [
             (_("Job"), f"#{summary['id']} {summary['label']} ({summary['kind']})"),
+            (_("Version"), summary["kind_version"]),
+            (_("Version warning"), summary["version_warning"]),
             (
                 _("Status"),
                 _("%(status)s (stale lease)") % {"status": summary["status"]}

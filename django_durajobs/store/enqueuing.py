@@ -252,6 +252,7 @@ def _checked_fields(
         )
     fields = dict(
         kind=definition.name,
+        kind_version=definition.version,
         label=_optional_text(label, _("The label")) or str(definition.title)[:255],
         status=status,
         subject=subject,
