@@ -18,7 +18,8 @@ from django_durajobs.registry import get_kind, has_async_kinds, job, unregister
 #: ``AsyncJobContext.step`` calls itself, and what the runner reads.
 PARTS_OF_A_STEP = {"open_step", "run_step", "keep_result", "step_raised", "step_over"}
 RUNNER_ONLY = {
-    "steps_marked_by_an_earlier_run", "first_run", "steps", "deadline", "kind", "phase", "check_version", "go_by_rows",
+    "steps_marked_by_an_earlier_run", "first_run", "steps", "deadline", "kind", "phase",
+    "check_version", "go_by_rows",
 }  # fmt: skip
 
 

@@ -9,6 +9,7 @@ twice, and a step that does not run is marked skipped and named in the log.
 from __future__ import annotations
 
 import pytest
+from django.core.checks import run_checks
 
 from django_durajobs import Job, JobLog, describe, drain, enqueue, job
 from django_durajobs.models import Worker
@@ -178,3 +179,13 @@ def test_describe_shows_the_version_a_job_started_with(calls):
     summary = describe(started)
     assert summary["kind_version"] == v1.version
     assert summary["version_warning"] is None  # no worker runs at all: nothing to compare with
+
+
+def test_manage_py_check_warns_of_a_removed_step_that_waiting_jobs_have_not_run(calls):
+    waiting_after_upload(calls)
+    assert [m for m in run_checks(databases=["default"]) if m.id == "durajobs.W002"] == []
+    deploy(calls, V2_STEPS)
+    [warning] = [m for m in run_checks(databases=["default"]) if m.id == "durajobs.W002"]
+    assert warning.msg == (
+        f"Kind '{KIND}' no longer declares the steps switch, which unfinished jobs have not run yet."
+    )

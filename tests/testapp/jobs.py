@@ -20,4 +20,5 @@ from . import (  # noqa: F401
     kinds_states,
     kinds_telemetry,
     kinds_testing,
+    kinds_versions,
 )
