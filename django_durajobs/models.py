@@ -62,13 +62,7 @@ class Job(models.Model):
         API = "api", _("API")
 
     kind = models.CharField(_("kind"), max_length=100)
-    kind_version = models.CharField(
-        _("kind version"),
-        max_length=100,
-        blank=True,
-        default="",
-        help_text=_("The version of its kind the job started with (docs/deploying.md)."),
-    )
+    kind_version = models.CharField(_("kind version"), max_length=100, blank=True, default="")
     label = models.CharField(_("label"), max_length=255)
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.QUEUED)
     phase = models.CharField(_("phase"), max_length=10, choices=Phase.choices, default=Phase.RUN)
@@ -164,6 +158,9 @@ class Job(models.Model):
         on_delete=models.CASCADE,
         related_name="children",
         db_index=False,  # durajobs_parent starts with it
+    )
+    rerun_of = models.ForeignKey(
+        "self", models.SET_NULL, verbose_name=_("rerun of"), null=True, blank=True, related_name="reruns"
     )
     external_ref = models.CharField(_("external reference"), max_length=255, blank=True, default="")
     concurrency_key = models.CharField(
@@ -271,6 +268,11 @@ class Job(models.Model):
 
         return ops.update(self, **fields)
 
+    def rerun(self, from_step: str, by=None) -> Job:
+        from .reruns import rerun
+
+        return rerun(self, from_step=from_step, by=by)
+
     def children_summary(self) -> dict:
         from .engine.describe import children_summary
 
@@ -288,6 +290,7 @@ class Job(models.Model):
     acancel = awaitable(cancel)
     arevert = awaitable(revert)
     aupdate = awaitable(update)
+    arerun = awaitable(rerun)
     achildren_summary = awaitable(children_summary)
     adescribe = awaitable(describe)
 
@@ -479,7 +482,6 @@ class Worker(models.Model):
     #: The queues it claims from; empty for all of them.
     queues = models.JSONField(_("queues"), default=list, blank=True)
     concurrency = models.PositiveSmallIntegerField(_("concurrency"))
-    #: ``{kind: version}`` of the code it runs: which jobs it can run that wait for their version.
     kind_versions = models.JSONField(_("kind versions"), default=dict, blank=True)
     started_at = models.DateTimeField(_("started"))
     #: Its latest heartbeat, on the database's clock (as leases are judged).

@@ -69,6 +69,8 @@ class JobKind:
     declared_version: str = ""
     #: What a job started under another version does when it runs again: continue, wait or fail.
     on_version_change: str = "continue"
+    #: Whether ``rerun(job, from_step=…)`` may start its jobs again from a step.
+    rerunnable: bool = True
 
     #: Whether ``run`` (or ``revert_fn``) is a coroutine function: its jobs run on the worker's
     #: event loop, with an ``AsyncJobContext``.
@@ -223,6 +225,7 @@ def job(
     timeout: float | timedelta | None = None,
     version: int | str | None = None,
     on_version_change: str = "continue",
+    rerunnable: bool = True,
 ) -> Callable[[RunFunction], JobKind]:
     """Register a job kind; the decorated function (or ``async def`` function) becomes its ``run``.
 
@@ -283,6 +286,7 @@ def job(
             timeout=seconds,
             declared_version=declared_version,
             on_version_change=on_version_change,
+            rerunnable=rerunnable,
             run_is_async=iscoroutinefunction(fn),
         )
         _registry[kind_name] = kind

@@ -358,6 +358,9 @@ def described(*events: Event) -> str:
     return _("%(statuses)s or %(last)s") % {"statuses": ", ".join(found[:-1]), "last": found[-1]}
 
 
+#: The statuses of a run a rerun (``reruns.rerun``) may start again from one of its steps: the
+#: job itself stays as it was (no event of its own), and its copy starts queued as an enqueue does.
+RERUNNABLE = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
 #: The statuses a claim takes a job from; its ``next_run_at`` says when it is due.
 DUE_STATUSES = sources(Event.CLAIM)
 #: The statuses of a job a worker holds (its lease): a release gives it back.

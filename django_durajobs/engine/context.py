@@ -142,8 +142,9 @@ class JobContext:
 
     @cached_property
     def first_run(self) -> bool:
-        """Whether this is the job's first claim: the claim set both timestamps to its own time."""
-        return self.job.started_at == self.job.updated_at
+        """Whether this is the job's first claim (the claim set both timestamps to its own time), and
+        it is not a rerun, which starts with the checkpoints it reuses."""
+        return self.job.started_at == self.job.updated_at and self.job.rerun_of_id is None
 
     @cached_property
     def steps(self) -> dict[str, JobStep]:

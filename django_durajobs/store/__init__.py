@@ -31,6 +31,7 @@ from .log import append_log, trim_log
 from .overview import job_stats
 from .pruning import PruneResult, delete_jobs, prune, prune_events
 from .recovery import recover, recover_predecessors, release
+from .reruns import insert_rerun
 from .scheduling import (
     declared_schedules,
     delete_schedules,
@@ -76,6 +77,7 @@ __all__ = [
     "heartbeat",
     "job_stats",
     "held_back_reason",
+    "insert_rerun",
     "held_back_reasons",
     "new_token",
     "new_worker_id",
