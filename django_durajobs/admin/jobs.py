@@ -30,6 +30,7 @@ from .actions import JobActionsMixin
 from .console import ConsoleMixin
 from .display import PAGE_ONLY_FIELDS, count, family_badge, pretty_json, progress_bar, status_badge, time_tag
 from .pages import JobPageMixin, answer_of
+from .rerunning import RerunMixin
 from .rows import prepare_rows
 
 #: A search term that is an id: ASCII digits, maybe after a "#".
@@ -93,7 +94,7 @@ class JobChangeList(ChangeList):
 
 
 @admin.register(Job)
-class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
+class JobAdmin(JobActionsMixin, RerunMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
     # What matters most comes first: the reason column must show at 1,280 px with the sidebar open.
     list_display = (
         "id",
@@ -117,7 +118,15 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
     ordering = ("-created_at", "-id")
     show_full_result_count = False
     list_per_page = 50
-    actions = ("resume_jobs", "retry_jobs", "pause_jobs", "cancel_jobs", "revert_jobs", "delete_selected")
+    actions = (
+        "resume_jobs",
+        "retry_jobs",
+        "pause_jobs",
+        "cancel_jobs",
+        "revert_jobs",
+        "rerun_jobs",
+        "delete_selected",
+    )
     change_form_template = "admin/django_durajobs/job/change_form.html"
     change_list_template = "admin/django_durajobs/job/change_list.html"
     fieldsets = (

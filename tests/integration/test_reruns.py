@@ -8,11 +8,15 @@ says no. The admin's action and the CLI: tests/integration/test_reruns_admin.py.
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
+from django.core.management import CommandError, call_command
 
 from django_durajobs import Job, JobError, JobLog, drain, enqueue, job, rerun
 from django_durajobs.registry import unregister
 from django_durajobs.testing import step_states
+from tests.admin_pages import change_url, history_of, logged_in, messages_of, post_action, staff_user
 
 pytestmark = pytest.mark.django_db
 
@@ -128,3 +132,51 @@ def test_a_kind_can_say_its_jobs_cannot_be_rerun():
         assert refused.value.code == "job_not_rerunnable"
     finally:
         unregister("no_reruns")
+
+
+# The admin's action and the CLI ---------------------------------------------------------------
+
+
+def test_the_admin_action_asks_for_the_step_then_reruns_from_it(five_steps, admin_client):
+    original = failed_at_three(five_steps)
+    asking = post_action(admin_client, "rerun_jobs", [original])
+    assert asking.status_code == 200
+    assert b'<option value="three">' in asking.content
+    assert not Job.objects.filter(rerun_of=original).exists()
+
+    done = post_action(admin_client, "rerun_jobs", [original], from_step="three")
+    again = Job.objects.get(rerun_of=original)
+    [message] = messages_of(done)
+    link = f'<a href="{change_url(again)}">#{again.pk}</a>'
+    assert message == f"Job {original.pk} runs again from step three as job {link}."
+    assert history_of(again).get().change_message == f"rerun of {original.pk}"
+    drain()
+    assert five_steps["calls"] == ["three", "four", "five"]
+
+
+def test_the_admin_action_says_why_it_refuses_and_is_only_for_operators(
+    five_steps, admin_client, django_user_model
+):
+    viewer_client = logged_in(staff_user(django_user_model, "vera-viewer", "view_job"))
+    original = failed_at_three(five_steps)
+    refused = post_action(admin_client, "rerun_jobs", [original], from_step="<b>four</b>")
+    assert messages_of(refused) == [
+        f"Job {original.pk} has no step '<b>four</b>'; its steps are one, two, three, four, five."
+    ]
+    forbidden = post_action(viewer_client, "rerun_jobs", [original], from_step="three")
+    assert forbidden.status_code in (200, 302, 403)
+    assert not Job.objects.filter(rerun_of=original).exists()
+
+
+def test_manage_py_jobs_rerun_reruns_from_the_step_or_exits_1_with_the_refusal(five_steps):
+    original = failed_at_three(five_steps)
+    with pytest.raises(CommandError) as refused:
+        call_command("jobs", "rerun", str(original.pk), "--from", "four", stdout=StringIO())
+    assert refused.value.returncode == 1
+    assert "(job_not_rerunnable)" in str(refused.value)
+
+    out = StringIO()
+    call_command("jobs", "rerun", str(original.pk), "--from", "three", stdout=out)
+    again = Job.objects.get(rerun_of=original)
+    assert out.getvalue().strip() == f"Job {again.pk} reruns job {original.pk}; it is queued."
+    assert JobLog.objects.filter(job=again, line__endswith="(manage.py jobs).").exists()
