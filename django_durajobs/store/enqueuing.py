@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -20,6 +21,7 @@ from ..registry import PRIORITY_RANGE, JobKind, get_kind, max_attempts_problem
 from ..status import WAITING, Status
 from ..values import check_text, short_repr, to_job_id, to_json, to_timeout
 from .changes import changed_to
+from .debouncing import checked_window, enqueue_debounced
 from .inserting import insert_rows
 
 INITIAL_STATUSES = frozenset({Status.QUEUED}) | WAITING
@@ -90,6 +92,8 @@ def enqueue(
     priority: int | None = None,
     concurrency_key: str | None = None,
     timeout: float | timedelta | None = None,
+    debounce: tuple[str, float] | None = None,
+    debounce_max_wait: float | None = None,
 ) -> tuple[Job, bool]:
     """Create a job, or return the one that already has ``idempotency_key``.
 
@@ -98,7 +102,15 @@ def enqueue(
     written, so a refused call (``JobError``) leaves no trace.
 
     >>> job, created = enqueue("deploy_site", subject={"site_id": 7}, idempotency_key="deploy-7")
+
+    ``debounce=(key, seconds)``: the key's job that has not started yet takes this enqueue's subject
+    and runs once the key has been quiet for ``seconds`` (at most ``debounce_max_wait`` seconds
+    after its first enqueue); see ``debouncing``.
     """
+    window = None
+    if debounce is not None or debounce_max_wait is not None:
+        others = {"idempotency_key": idempotency_key, "run_at": run_at, "initial_status": initial_status}
+        window = checked_window(debounce, debounce_max_wait, others)
     definition, fields = _checked_fields(
         kind,
         timezone.now(),
@@ -119,6 +131,8 @@ def enqueue(
         concurrency_key=concurrency_key,
         timeout=timeout,
     )
+    if window is not None:
+        return enqueue_debounced(fields, window, partial(_insert, definition))
     return _enqueue_checked(definition, fields)
 
 
