@@ -290,7 +290,6 @@ class Job(models.Model):
     acancel = awaitable(cancel)
     arevert = awaitable(revert)
     aupdate = awaitable(update)
-    arerun = awaitable(rerun)
     achildren_summary = awaitable(children_summary)
     adescribe = awaitable(describe)
 
@@ -452,6 +451,7 @@ class JobLimit(models.Model):
         KEY = "key", _("concurrency key")
         KIND = "kind", _("kind")
         QUEUE = "queue", _("queue")
+        THROTTLE = "throttle", _("throttle")
 
     scope = models.CharField(_("scope"), max_length=10, choices=Scope.choices)
     name = models.CharField(_("name"), max_length=255)

@@ -60,6 +60,10 @@ class JobKind:
     concurrency_limit: int | None = None
     max_running: int | None = None
     rate_limit: RateLimit | None = None
+    #: At most so many starts per period for each key (``throttle_key(subject)``, else the
+    #: concurrency key; one throttle for the kind without either), across the fleet.
+    throttle: RateLimit | None = None
+    throttle_key: Callable[[Any], Any] | None = None
     #: Seconds one try may run, from its claim (an enqueue may set its own).
     timeout: float | None = None
     revert_fn: RunFunction | None = field(default=None)
@@ -112,7 +116,13 @@ class JobKind:
     @property
     def limited(self) -> bool:
         """Whether any limit of the kind's own applies to its jobs."""
-        return self.takes_keys or self.max_running is not None or self.rate_limit is not None
+        limits = (self.max_running, self.rate_limit, self.throttle)
+        return self.takes_keys or any(limit is not None for limit in limits)
+
+    @property
+    def key_function(self) -> Callable[[Any], Any] | None:
+        """What gives a job its key (``Job.concurrency_key``): for its concurrency limit or its throttle."""
+        return self.concurrency_key or self.throttle_key
 
     def enqueue(self, **kwargs: Any) -> tuple[Job, bool]:
         """``enqueue(this_kind, **kwargs)``."""
@@ -171,6 +181,17 @@ def max_attempts_problem(value: Any) -> str | None:
     return None
 
 
+def _checked_throttle(throttle: Any, key: Any, concurrency_key: Any) -> RateLimit | None:
+    """``@job(throttle=…)`` as a rate; ``ValueError`` for a key without a throttle, or two keys."""
+    if key is not None and (throttle is None or not callable(key)):
+        raise ValueError(f"throttle_key must be a function of the subject, with a throttle, not {key!r:.40}.")
+    if key is not None and concurrency_key is not None:
+        raise ValueError(
+            "A throttled kind's key is its concurrency_key: give throttle_key or concurrency_key."
+        )
+    return RateLimit.parse(throttle) if throttle is not None else None
+
+
 def derived_version(step_ids: Iterable[str]) -> str:
     """A kind's version when it declares none: the same step ids in the same order give the same one."""
     digest = hashlib.sha256("\n".join(step_ids).encode()).hexdigest()
@@ -222,6 +243,8 @@ def job(
     concurrency_limit: int | None = None,
     max_running: int | None = None,
     rate_limit: str | None = None,
+    throttle: str | None = None,
+    throttle_key: Callable[[Any], Any] | None = None,
     timeout: float | timedelta | None = None,
     version: int | str | None = None,
     on_version_change: str = "continue",
@@ -249,6 +272,7 @@ def job(
         if value is not None and limit_problem(value):
             raise ValueError(f"{parameter} {limit_problem(value)}")
     rate = RateLimit.parse(rate_limit) if rate_limit is not None else None
+    throttled = _checked_throttle(throttle, throttle_key, concurrency_key)
     seconds = to_timeout(timeout, gettext_lazy("A kind's timeout"))
     declared_version = _checked_version(version, on_version_change)
 
@@ -283,6 +307,8 @@ def job(
             concurrency_limit=concurrency_limit,
             max_running=max_running,
             rate_limit=rate,
+            throttle=throttled,
+            throttle_key=throttle_key,
             timeout=seconds,
             declared_version=declared_version,
             on_version_change=on_version_change,

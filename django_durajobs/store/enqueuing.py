@@ -292,9 +292,10 @@ def _concurrency_key(definition: JobKind, subject: Any, given: Any) -> str:
     """The job's concurrency key: the one given, else its kind's ``concurrency_key(subject)``; ""
     for none. A kind takes keys only if it declares a concurrency limit or a key function: the
     limit of a key is its kind's."""
-    if given is None and definition.concurrency_key is not None:
+    key_function = definition.key_function  # the concurrency key's, or the throttle's
+    if given is None and key_function is not None:
         try:
-            given = definition.concurrency_key(subject)
+            given = key_function(subject)
         except Exception as exc:
             raise _refuse(
                 _("The concurrency_key function of kind %(kind)s failed on the subject: %(type)s: %(error)s")
@@ -307,7 +308,7 @@ def _concurrency_key(definition: JobKind, subject: Any, given: Any) -> str:
             _("A concurrency key must be a string or an integer, not %(value)s.")
             % {"value": short_repr(given)}
         )
-    if not definition.takes_keys:
+    if not (definition.takes_keys or definition.throttle):
         raise _refuse(
             _(
                 "Kind %(kind)s has no concurrency limit; declare @job(concurrency_limit=…) "
