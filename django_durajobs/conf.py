@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "ASYNC_DATABASE_THREADS": 4,
     "METRICS_TOKEN": None,
     "VERSION_WAIT_SECONDS": 30,
+    "FAIR_QUEUES": (),
 }
 
 #: ``settings.DURAJOBS`` itself (so a change made in place shows), once it was looked up.

@@ -162,6 +162,13 @@ class Job(models.Model):
     rerun_of = models.ForeignKey(
         "self", models.SET_NULL, verbose_name=_("rerun of"), null=True, blank=True, related_name="reruns"
     )
+    fairness_key = models.CharField(
+        _("fairness key"),
+        max_length=255,
+        blank=True,
+        default="",
+        help_text=_("Claims take turns among the keys of the due jobs (docs/limits.md#fair-shares)."),
+    )
     external_ref = models.CharField(_("external reference"), max_length=255, blank=True, default="")
     concurrency_key = models.CharField(
         _("concurrency key"),
@@ -197,6 +204,12 @@ class Job(models.Model):
             models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
             models.Index(fields=["parent", "created_at"], name="durajobs_parent"),
             models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
+            # Fair shares: the next key with a due job, in key order (store/fairness.py).
+            models.Index(
+                fields=["status", "fairness_key", "next_run_at"],
+                condition=~models.Q(fairness_key=""),
+                name="durajobs_fair",
+            ),
             # The console's throughput: what ended in the last hour.
             models.Index(fields=["ended_at"], name="durajobs_ended"),
             # The jobs a sent event wakes, in one statement; the admin's search by event name.
@@ -469,32 +482,5 @@ class JobLimit(models.Model):
         return f"{self.scope} {self.name}"
 
 
-class Worker(models.Model):
-    """A ``runjobs`` process, as it last said it was alive: written at its start, at each of its
-    heartbeats (one statement per interval, not per job) and when it stops.
-
-    The jobs it runs now are those whose ``locked_by`` is its ``worker_id``.
-    """
-
-    worker_id = models.CharField(_("worker id"), max_length=255, unique=True)
-    host = models.CharField(_("host"), max_length=255)
-    pid = models.PositiveIntegerField(_("process id"))
-    #: The queues it claims from; empty for all of them.
-    queues = models.JSONField(_("queues"), default=list, blank=True)
-    concurrency = models.PositiveSmallIntegerField(_("concurrency"))
-    kind_versions = models.JSONField(_("kind versions"), default=dict, blank=True)
-    started_at = models.DateTimeField(_("started"))
-    #: Its latest heartbeat, on the database's clock (as leases are judged).
-    last_seen_at = models.DateTimeField(_("last heartbeat"))
-    stopped_at = models.DateTimeField(_("stopped"), null=True, blank=True)
-
-    class Meta:
-        verbose_name = _("worker")
-        verbose_name_plural = _("workers")
-        indexes = [models.Index(fields=["last_seen_at"], name="durajobs_worker_seen")]
-
-    def __str__(self) -> str:
-        return self.worker_id
-
-
 from .tallies import FinishedTally, TallyMark  # noqa: E402, F401  (models of their own module)
+from .worker_rows import Worker  # noqa: E402, F401

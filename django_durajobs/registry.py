@@ -34,8 +34,10 @@ VERSION_POLICIES = ("continue", "wait", "fail")
 _registry: dict[str, JobKind] = {}
 #: Ways to find a kind that no ``@job`` registered, by its name (``add_kind_finder``).
 _finders: list[KindFinder] = []
-#: ``limited_kinds()``, kept until a kind is registered or forgotten (every claim asks).
+#: ``limited_kinds()`` and ``fair_kinds()``, kept until a kind is registered or forgotten (every
+#: claim asks).
 _limited: list[JobKind] | None = None
+_fair: list[JobKind] | None = None
 
 
 @dataclass(eq=False)
@@ -64,6 +66,8 @@ class JobKind:
     #: concurrency key; one throttle for the kind without either), across the fleet.
     throttle: RateLimit | None = None
     throttle_key: Callable[[Any], Any] | None = None
+    #: Claims take turns among the keys ``fairness_key(subject)`` of its due jobs.
+    fairness_key: Callable[[Any], Any] | None = None
     #: Seconds one try may run, from its claim (an enqueue may set its own).
     timeout: float | None = None
     revert_fn: RunFunction | None = field(default=None)
@@ -245,6 +249,7 @@ def job(
     rate_limit: str | None = None,
     throttle: str | None = None,
     throttle_key: Callable[[Any], Any] | None = None,
+    fairness_key: Callable[[Any], Any] | None = None,
     timeout: float | timedelta | None = None,
     version: int | str | None = None,
     on_version_change: str = "continue",
@@ -273,6 +278,8 @@ def job(
             raise ValueError(f"{parameter} {limit_problem(value)}")
     rate = RateLimit.parse(rate_limit) if rate_limit is not None else None
     throttled = _checked_throttle(throttle, throttle_key, concurrency_key)
+    if fairness_key is not None and not callable(fairness_key):
+        raise ValueError(f"fairness_key must be a function of the subject, not {fairness_key!r:.40}.")
     seconds = to_timeout(timeout, gettext_lazy("A kind's timeout"))
     declared_version = _checked_version(version, on_version_change)
 
@@ -309,6 +316,7 @@ def job(
             rate_limit=rate,
             throttle=throttled,
             throttle_key=throttle_key,
+            fairness_key=fairness_key,
             timeout=seconds,
             declared_version=declared_version,
             on_version_change=on_version_change,
@@ -393,9 +401,17 @@ def limited_kinds() -> list[JobKind]:
     return _limited
 
 
+def fair_kinds() -> list[JobKind]:
+    """The kinds with a fairness key."""
+    global _fair
+    if _fair is None:
+        _fair = [kind for kind in _registry.values() if kind.fairness_key is not None]
+    return _fair
+
+
 def _forget_limited() -> None:
-    global _limited
-    _limited = None
+    global _limited, _fair
+    _limited = _fair = None
 
 
 def unregister(name: str) -> None:

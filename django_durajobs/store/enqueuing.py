@@ -22,6 +22,7 @@ from ..status import WAITING, Status
 from ..values import check_text, short_repr, to_job_id, to_json, to_timeout
 from .changes import changed_to
 from .debouncing import checked_window, enqueue_debounced
+from .fairness import fairness_key_of
 from .inserting import insert_rows
 
 INITIAL_STATUSES = frozenset({Status.QUEUED}) | WAITING
@@ -285,7 +286,24 @@ def _checked_fields(
         parent_id=_resolve_parent(parent),
         concurrency_key=_concurrency_key(definition, subject, concurrency_key),
     )
+    fields["fairness_key"] = fairness_key_of(
+        definition.name, fields["queue"], _fairness_key(definition, subject)
+    )
     return definition, fields
+
+
+def _fairness_key(definition: JobKind, subject: Any) -> str:
+    """The kind's ``fairness_key(subject)`` as text ("" for none); ``invalid_input`` if it fails."""
+    if definition.fairness_key is None:
+        return ""
+    try:
+        key = definition.fairness_key(subject)
+    except Exception as exc:
+        raise _refuse(
+            _("The fairness_key function of kind %(kind)s failed on the subject: %(type)s: %(error)s")
+            % {"kind": repr(definition.name), "type": type(exc).__name__, "error": exc}
+        ) from exc
+    return "" if key is None else _optional_text(str(key), _("The fairness key"))
 
 
 def _concurrency_key(definition: JobKind, subject: Any, given: Any) -> str:

@@ -99,6 +99,7 @@ ENQUEUED_COLUMNS = (
     "subject_id",
     "parent_id",
     "concurrency_key",
+    "fairness_key",
 )
 
 
