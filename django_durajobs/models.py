@@ -204,10 +204,11 @@ class Job(models.Model):
             models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
             models.Index(fields=["parent", "created_at"], name="durajobs_parent"),
             models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
-            # Fair shares: the next key with a due job, in key order (store/fairness.py).
+            # Fair shares: the next key with a due job, in key order, and its most urgent job, in
+            # claim order (store/fairness.py).
             models.Index(
-                fields=["status", "fairness_key", "next_run_at"],
-                condition=~models.Q(fairness_key=""),
+                fields=["status", "fairness_key", "-priority", "-interrupted", "next_run_at", "id"],
+                condition=models.Q(fairness_key__gt=""),
                 name="durajobs_fair",
             ),
             # The console's throughput: what ended in the last hour.

@@ -25,8 +25,13 @@ from .limiting import Limits
 
 #: How many keys one claim tries when another worker took the chosen key's due jobs meanwhile.
 KEYS_TRIED = 5
+#: After a turn found no due job without a key, how long (seconds) turns pass over those jobs:
+#: looking for them reads past every keyed job that is due.
+KEYLESS_LOOKUP_SECONDS = 1.0
 
 _cursor: str = ""
+#: When jobs without a key next get a turn, on ``time.monotonic()``.
+_next_keyless_lookup = 0.0
 
 
 def fairness_in_force() -> bool:
@@ -46,7 +51,7 @@ def claim_fairly(
 ) -> Job | None:
     """Claim a queued job for the next key's turn (the module's text says which), of a kind and in
     a queue that no limit applies to."""
-    global _cursor
+    global _cursor, _next_keyless_lookup
     now = timezone.now()
     kinds = known_kinds() if limits is None else limits.plain_kinds
     passed_over = () if limits is None else limits.limited_queues
@@ -75,7 +80,10 @@ _KEYLESS: Condition = (" AND fairness_key = ''", ())
 
 
 def _with_key(db: BaseDatabaseWrapper, key: str) -> Condition:
-    return (f" AND {db.ops.quote_name('fairness_key')} = %s", (key,))
+    """The key's jobs; ``> ''``, its condition word for word, lets the database read them from the
+    partial index ``durajobs_fair``."""
+    column = db.ops.quote_name("fairness_key")
+    return (f" AND {column} > '' AND {column} = %s", (key,))
 
 
 def _next_key(
@@ -89,7 +97,7 @@ def _next_key(
         return (
             f"SELECT {quote('fairness_key')} FROM {sql.table(db, Job)} "
             f"WHERE {quote('status')} = %s "
-            f"AND {quote('fairness_key')} <> '' AND {quote('fairness_key')} > %s "
+            f"AND {quote('fairness_key')} > '' AND {quote('fairness_key')} > %s "
             f"AND {quote('next_run_at')} <= %s AND {quote('locked_by')} = '' "
             f"AND {quote('kind')} IN ({', '.join(['%s'] * len(kinds))}){in_queues} "
             f"ORDER BY {quote('fairness_key')} LIMIT 1"
