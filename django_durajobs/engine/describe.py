@@ -251,6 +251,7 @@ def live_summary(job: Job) -> dict[str, Any]:
         "children": {"total": total, "by_status": dict(counts), "overall": overall(counts)}
         if total
         else None,
+        "version_warning": version_warning(job),
     }
 
 
