@@ -181,6 +181,8 @@ class Job(models.Model):
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
     started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    #: When its worker claimed it for the try under way (its timeout counts from then).
+    try_started_at = models.DateTimeField(_("try started"), null=True, blank=True)
     ended_at = models.DateTimeField(_("ended"), null=True, blank=True)
     #: The W3C trace context current at the enqueue, so the job's spans join its trace.
     traceparent = models.CharField(_("trace context"), max_length=55, null=True, blank=True, editable=False)

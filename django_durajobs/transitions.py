@@ -227,8 +227,9 @@ def _entries() -> Iterator[Transition]:
     settled = dict(waits_for_children=False, wait_reason="", next_run_at=NOW)
     yield _entry(Event.CHILDREN_SETTLED, RUN, Status.AWAITING_EXTERNAL, Q, eta_at=None, **settled)
     yield _entry(Event.CHILDREN_SETTLED, REVERT, Status.REVERTING, Status.REVERTING, **settled)
-    yield _entry(Event.CLAIM, RUN, Q, R, attempt=ATTEMPT_COUNTED, started_at=NOW_IF_UNSET, **NO_PLACE_KEPT)
-    yield _entry(Event.CLAIM, REVERT, Status.REVERTING, Status.REVERTING, **NO_PLACE_KEPT)
+    claimed = dict(try_started_at=NOW, **NO_PLACE_KEPT)
+    yield _entry(Event.CLAIM, RUN, Q, R, attempt=ATTEMPT_COUNTED, started_at=NOW_IF_UNSET, **claimed)
+    yield _entry(Event.CLAIM, REVERT, Status.REVERTING, Status.REVERTING, **claimed)
     yield _entry(Event.RELEASE, RUN, R, Q, attempt=ATTEMPT_GIVEN_BACK, **KEEPS_ITS_PLACE)
     yield _entry(Event.RELEASE, REVERT, Status.REVERTING, Status.REVERTING, **KEEPS_ITS_PLACE)
     lost = dict(

@@ -17,6 +17,7 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
@@ -26,6 +27,7 @@ from .. import store
 from ..engine.describe import overall, resuming_reason, version_warning
 from ..models import Job
 from ..status import TERMINAL, Status
+from ..transitions import HELD_STATUSES
 from .actions import JobActionsMixin
 from .console import ConsoleMixin
 from .display import PAGE_ONLY_FIELDS, count, family_badge, pretty_json, progress_bar, status_badge, time_tag
@@ -167,6 +169,7 @@ class JobAdmin(JobActionsMixin, RerunMixin, ConsoleMixin, JobPageMixin, admin.Mo
                     "attempt",
                     "max_attempts",
                     "timeout",
+                    "time_left",
                     "next_run",
                     "eta",
                     "shown_progress",
@@ -359,6 +362,20 @@ class JobAdmin(JobActionsMixin, RerunMixin, ConsoleMixin, JobPageMixin, admin.Mo
             return "—"
         url = f"{reverse('admin:django_durajobs_event_add')}?{urlencode({'name': job.waits_for_event})}"
         return format_html('{} <a class="button" href="{}">{}</a>', job.waits_for_event, url, _("Send it"))
+
+    @admin.display(description=_("time left"))
+    def time_left(self, job: Job) -> str:
+        """What is left of the try's timeout: it counts from the try's claim, so waits spend none."""
+        if not job.timeout:
+            return "—"
+        if job.status not in HELD_STATUSES or job.try_started_at is None:
+            return _("%(seconds)s s for its next try; waiting counts for nothing") % {
+                "seconds": f"{job.timeout:g}"
+            }
+        left = job.timeout - (timezone.now() - job.try_started_at).total_seconds()
+        if left <= 0:
+            return _("past its timeout by %(seconds)s s") % {"seconds": f"{-left:.0f}"}
+        return _("%(left)s s of %(seconds)s s") % {"left": f"{left:.0f}", "seconds": f"{job.timeout:g}"}
 
     @admin.display(description=_("kind version"))
     def shown_version(self, job: Job) -> str:

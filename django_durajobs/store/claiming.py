@@ -190,7 +190,7 @@ def _taking_sql(db: BaseDatabaseWrapper, status: str) -> str:
             taking += f"{column} = {column} + 1, "
         elif how is NOW_IF_UNSET:
             taking += f"{column} = COALESCE({column}, %s), "
-        elif isinstance(how, Marker):
+        elif isinstance(how, Marker) and how is not NOW:  # NOW: the claim's moment, a parameter
             raise ValueError(f"A claim cannot set {name} to {how!r}")
         else:
             taking += f"{column} = %s, "
@@ -212,7 +212,7 @@ def as_claimed(job: Job, status: str, now: datetime) -> None:
         elif how is NOW_IF_UNSET:
             setattr(job, name, getattr(job, name) or now)
         else:
-            setattr(job, name, how)
+            setattr(job, name, now if how is NOW else how)
 
 
 def pick_sql(

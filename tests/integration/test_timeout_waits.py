@@ -3,12 +3,14 @@ paused) counts for nothing (docs/writing-jobs.md#timeouts, docs/deploying.md).""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
-from django_durajobs import drain, enqueue, job
+from django_durajobs import drain, enqueue, job, store
 from django_durajobs.registry import unregister
+from tests.admin_pages import change_url
 
 pytestmark = pytest.mark.django_db
 
@@ -44,3 +46,19 @@ def test_a_wait_longer_than_the_timeout_does_not_time_the_job_out(waiting_kind, 
     drain()
     started.refresh_from_db()
     assert (started.status, started.error_code, started.result) == ("done", "", "after")
+
+
+def test_the_admin_shows_the_time_left_of_a_running_try_and_none_spent_while_waiting(
+    waiting_kind, admin_client
+):
+    waiting, _ = enqueue("timeout_waits", subject={"wait": "question"}, timeout=60)
+    drain()
+    page = admin_client.get(change_url(waiting)).content.decode()
+    assert "60 s for its next try; waiting counts for nothing" in page
+
+    waiting.resume(action="go")
+    lease = store.claim(store.new_worker_id("test"))
+    assert lease is not None and lease.job.pk == waiting.pk
+    assert lease.job.try_started_at is not None
+    page = admin_client.get(change_url(waiting)).content.decode()
+    assert re.search(r"\b(60|59) s of 60 s\b", page)
