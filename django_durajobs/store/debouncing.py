@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -81,24 +81,48 @@ def enqueue_debounced(
     new one (created True)."""
     key = f"debounce:{fields['kind']}:{window.key}"
     for _try in range(TRIES):
-        now = timezone.now()
-        found = Job.objects.filter(idempotency_key=key).first()
-        if found is None:
-            try:
-                with transaction.atomic():  # a savepoint: the caller's transaction survives a lost race
-                    return insert({**fields, "idempotency_key": key, "next_run_at": now + window.quiet}), True
-            except IntegrityError:
-                continue  # another enqueue made it: move that one
-        if found.status == Status.QUEUED and found.started_at is None:
-            moved = {"subject": fields["subject"], "concurrency_key": fields["concurrency_key"]}
-            moved.update(next_run_at=window.due(now, found.created_at), updated_at=now)
-            if Job.objects.filter(pk=found.pk, status=Status.QUEUED, started_at__isnull=True).update(**moved):
-                for name, value in moved.items():
-                    setattr(found, name, value)
-                return found, False
-            continue  # a worker took it meanwhile
-        # It has started (or ended): it keeps a key of its own, and the next enqueue waits anew.
-        Job.objects.filter(pk=found.pk, idempotency_key=key).exclude(
-            status=Status.QUEUED, started_at__isnull=True
-        ).update(idempotency_key=f"{key}:{found.pk}")
+        try:
+            return _enqueue_once(key, fields, window, insert)
+        except _TryAgain:
+            continue
+        except OperationalError as error:
+            if not _deadlock(error):
+                raise
     raise JobError("job_busy", _("The debounced job %(key)s kept changing; try again.") % {"key": key})
+
+
+class _TryAgain(Exception):
+    """Another enqueue or a worker changed the key's job meanwhile."""
+
+
+def _deadlock(error: OperationalError) -> bool:
+    """Concurrent inserts of one unique key may deadlock on MySQL/MariaDB (1213) or PostgreSQL: the
+    database rolled one back, and it tries again."""
+    return bool(error.args and error.args[0] == 1213) or "deadlock" in str(error).lower()
+
+
+def _enqueue_once(
+    key: str, fields: dict[str, Any], window: Window, insert: Callable[[dict[str, Any]], Job]
+) -> tuple[Job, bool]:
+    """One try: insert the key's job, move it, or take the key from a started job (``_TryAgain``)."""
+    now = timezone.now()
+    found = Job.objects.filter(idempotency_key=key).first()
+    if found is None:
+        try:
+            with transaction.atomic():  # a savepoint: the caller's transaction survives a lost race
+                return insert({**fields, "idempotency_key": key, "next_run_at": now + window.quiet}), True
+        except IntegrityError:
+            raise _TryAgain from None  # another enqueue made it: move that one
+    if found.status == Status.QUEUED and found.started_at is None:
+        moved = {"subject": fields["subject"], "concurrency_key": fields["concurrency_key"]}
+        moved.update(next_run_at=window.due(now, found.created_at), updated_at=now)
+        if Job.objects.filter(pk=found.pk, status=Status.QUEUED, started_at__isnull=True).update(**moved):
+            for name, value in moved.items():
+                setattr(found, name, value)
+            return found, False
+        raise _TryAgain  # a worker took it meanwhile
+    # It has started (or ended): it keeps a key of its own, and the next enqueue waits anew.
+    Job.objects.filter(pk=found.pk, idempotency_key=key).exclude(
+        status=Status.QUEUED, started_at__isnull=True
+    ).update(idempotency_key=f"{key}:{found.pk}")
+    raise _TryAgain
