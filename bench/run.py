@@ -42,6 +42,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="every workload, small (under a minute)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="where to write the figures")
+    parser.add_argument(
+        "--workload", action="append", default=[], metavar="NAME", help="only this workload (repeatable)"
+    )
     args = parser.parse_args(argv)
     try:
         args.server = Target.parse(args.database)
@@ -102,6 +105,8 @@ def run_workloads(args: argparse.Namespace, target: Target) -> tuple[list, dict[
     try:
         for workload in WORKLOADS:
             name = workload.__name__
+            if args.workload and name not in args.workload:
+                continue
             print(f"  {name} …", end=" ", flush=True)
             start = time.monotonic()
             try:

@@ -30,6 +30,7 @@ from django.db.models import Count, Max, Min
 from django.utils import timezone
 
 from bench.database import Target, postgres_params, rows_sql
+from bench.fairness import fair_shares
 from bench.rawqueue import TABLE, RawQueue, open_raw_queue
 from bench.redaction import redaction
 from bench.report import Figure
@@ -507,4 +508,13 @@ def resident_kb(pid: int) -> int | None:
     return None  # a zombie has no VmRSS
 
 
-WORKLOADS = (enqueue_one_by_one, enqueue_in_bulk, processing, wake_up, claim_cost, worker_memory, redaction)
+WORKLOADS = (
+    enqueue_one_by_one,
+    enqueue_in_bulk,
+    processing,
+    wake_up,
+    claim_cost,
+    fair_shares,
+    worker_memory,
+    redaction,
+)

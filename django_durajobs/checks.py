@@ -6,12 +6,13 @@ import math
 
 from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError
 from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS
 from .errors import JobError
 from .limits import limit_problem
-from .registry import kind_schedules, known_kinds
+from .registry import get_kind, kind_schedules, known_kinds
 from .schedules import spec_from_setting
 
 #: E007's hint: its message already holds the command that installs croniter.
@@ -38,6 +39,7 @@ POSITIVE_NUMBERS = (
     "STREAM_MAX_SECONDS",
     "STREAMS_PER_USER",
     "WSGI_STREAM_RETRY_SECONDS",
+    "VERSION_WAIT_SECONDS",
 )
 
 
@@ -200,3 +202,42 @@ def _queue_limit_errors(limits: object) -> list[checks.CheckMessage]:
                 )
             )
     return errors
+
+
+@checks.register(checks.Tags.database)
+def check_removed_steps(databases=None, **kwargs) -> list[checks.CheckMessage]:
+    """``manage.py check --database default``: the declared steps that unfinished jobs have not
+    finished yet and that their kind no longer declares (docs/deploying.md)."""
+    if not databases:
+        return []
+    warnings: list[checks.CheckMessage] = []
+    for name in known_kinds():
+        try:
+            removed = _removed_steps(name)
+        except DatabaseError:  # before the app's migrations ran (``migrate`` checks first)
+            return []
+        if removed:
+            warnings.append(
+                checks.Warning(
+                    f"Kind {name!r} no longer declares the steps {', '.join(removed)}, which unfinished "
+                    f"jobs have not run yet.",
+                    hint="Its jobs follow its on_version_change policy; see docs/deploying.md.",
+                    id="durajobs.W002",
+                )
+            )
+    return warnings
+
+
+def _removed_steps(name: str) -> list[str]:
+    """The step ids, not declared by kind ``name`` any more, that its unfinished jobs have pending."""
+    from .models import JobStep
+    from .status import TERMINAL, Phase, StepState
+
+    not_started = (StepState.PENDING, StepState.WAITING, StepState.NEEDS_USER)  # or marked where it waits
+    declared = [step_id for step_id, _title in get_kind(name).steps]
+    pending = (
+        JobStep.objects.filter(job__kind=name, phase=Phase.RUN, state__in=not_started)
+        .exclude(job__status__in=TERMINAL)
+        .exclude(step_id__in=declared)
+    )
+    return sorted(set(pending.values_list("step_id", flat=True)))

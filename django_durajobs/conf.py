@@ -39,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
     "STREAMS_PER_USER": 20,
     "STREAM_NOTIFY": False,
     "WSGI_STREAM_RETRY_SECONDS": 2,
+    "VERSION_WAIT_SECONDS": 30,
+    "FAIR_QUEUES": (),
 }
 
 #: ``settings.DURAJOBS`` itself (so a change made in place shows), once it was looked up.

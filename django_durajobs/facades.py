@@ -9,6 +9,7 @@ from __future__ import annotations
 from .async_ops import aenqueue
 from .engine.describe import children_summary, describe
 from .ops import cancel, pause, resume, retry, revert, update
+from .reruns import rerun
 from .store import enqueue
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "describe",
     "enqueue",
     "pause",
+    "rerun",
     "resume",
     "retry",
     "revert",

@@ -63,6 +63,7 @@ class Job(models.Model):
         API = "api", _("API")
 
     kind = models.CharField(_("kind"), max_length=100)
+    kind_version = models.CharField(_("kind version"), max_length=100, blank=True, default="")
     label = models.CharField(_("label"), max_length=255)
     status = models.CharField(_("status"), max_length=20, choices=Status.choices, default=Status.QUEUED)
     phase = models.CharField(_("phase"), max_length=10, choices=Phase.choices, default=Phase.RUN)
@@ -161,6 +162,16 @@ class Job(models.Model):
         related_name="children",
         db_index=False,  # durajobs_parent starts with it
     )
+    rerun_of = models.ForeignKey(
+        "self", models.SET_NULL, verbose_name=_("rerun of"), null=True, blank=True, related_name="reruns"
+    )
+    fairness_key = models.CharField(
+        _("fairness key"),
+        max_length=255,
+        blank=True,
+        default="",
+        help_text=_("Claims take turns among the keys of the due jobs (docs/limits.md#fair-shares)."),
+    )
     external_ref = models.CharField(_("external reference"), max_length=255, blank=True, default="")
     concurrency_key = models.CharField(
         _("concurrency key"),
@@ -173,6 +184,8 @@ class Job(models.Model):
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
     started_at = models.DateTimeField(_("started"), null=True, blank=True)
+    #: When its worker claimed it for the try under way (its timeout counts from then).
+    try_started_at = models.DateTimeField(_("try started"), null=True, blank=True)
     ended_at = models.DateTimeField(_("ended"), null=True, blank=True)
     #: The W3C trace context current at the enqueue, so the job's spans join its trace.
     traceparent = models.CharField(_("trace context"), max_length=55, null=True, blank=True, editable=False)
@@ -196,6 +209,13 @@ class Job(models.Model):
             models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
             models.Index(fields=["parent", "created_at"], name="durajobs_parent"),
             models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
+            # Fair shares: the next key with a due job, in key order, and its most urgent job, in
+            # claim order (store/fairness.py).
+            models.Index(
+                fields=["status", "fairness_key", "-priority", "-interrupted", "next_run_at", "id"],
+                condition=models.Q(fairness_key__gt=""),
+                name="durajobs_fair",
+            ),
             # The console's throughput: what ended in the last hour.
             models.Index(fields=["ended_at"], name="durajobs_ended"),
             # The jobs a sent event wakes, in one statement; the admin's search by event name.
@@ -254,6 +274,9 @@ class Job(models.Model):
 
     def update(self, **fields) -> Job:
         return facades().update(self, **fields)
+
+    def rerun(self, from_step: str, by=None) -> Job:
+        return facades().rerun(self, from_step=from_step, by=by)
 
     def children_summary(self) -> dict:
         return facades().children_summary(self)
@@ -438,6 +461,7 @@ class JobLimit(models.Model):
         KEY = "key", _("concurrency key")
         KIND = "kind", _("kind")
         QUEUE = "queue", _("queue")
+        THROTTLE = "throttle", _("throttle")
 
     scope = models.CharField(_("scope"), max_length=10, choices=Scope.choices)
     name = models.CharField(_("name"), max_length=255)
@@ -455,31 +479,5 @@ class JobLimit(models.Model):
         return f"{self.scope} {self.name}"
 
 
-class Worker(models.Model):
-    """A ``runjobs`` process, as it last said it was alive: written at its start, at each of its
-    heartbeats (one statement per interval, not per job) and when it stops.
-
-    The jobs it runs now are those whose ``locked_by`` is its ``worker_id``.
-    """
-
-    worker_id = models.CharField(_("worker id"), max_length=255, unique=True)
-    host = models.CharField(_("host"), max_length=255)
-    pid = models.PositiveIntegerField(_("process id"))
-    #: The queues it claims from; empty for all of them.
-    queues = models.JSONField(_("queues"), default=list, blank=True)
-    concurrency = models.PositiveSmallIntegerField(_("concurrency"))
-    started_at = models.DateTimeField(_("started"))
-    #: Its latest heartbeat, on the database's clock (as leases are judged).
-    last_seen_at = models.DateTimeField(_("last heartbeat"))
-    stopped_at = models.DateTimeField(_("stopped"), null=True, blank=True)
-
-    class Meta:
-        verbose_name = _("worker")
-        verbose_name_plural = _("workers")
-        indexes = [models.Index(fields=["last_seen_at"], name="durajobs_worker_seen")]
-
-    def __str__(self) -> str:
-        return self.worker_id
-
-
 from .tallies import FinishedTally, TallyMark  # noqa: E402, F401  (models of their own module)
+from .worker_rows import Worker  # noqa: E402, F401

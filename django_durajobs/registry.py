@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import iscoroutinefunction
@@ -26,13 +28,17 @@ RunFunction = Callable[["Job", Any], Any]
 
 PRIORITY_RANGE = range(-100, 101)
 NAME_MAX_LENGTH = 100  # of kind names and step ids, as the columns hold them
+#: What a job of a kind does when it runs again under another version of the kind (docs/deploying.md).
+VERSION_POLICIES = ("continue", "wait", "fail")
 
 _registry: dict[str, JobKind] = {}
 #: Ways to find a kind that no ``@job`` registered, by its name (``add_kind_finder``).
 _finders: list[KindFinder] = []
 _cannot_start: list[CannotStart] = []
-#: ``limited_kinds()``, kept until a kind is registered or forgotten (every claim asks).
+#: ``limited_kinds()`` and ``fair_kinds()``, kept until a kind is registered or forgotten (every
+#: claim asks).
 _limited: list[JobKind] | None = None
+_fair: list[JobKind] | None = None
 
 
 @dataclass(eq=False)
@@ -57,11 +63,23 @@ class JobKind:
     concurrency_limit: int | None = None
     max_running: int | None = None
     rate_limit: RateLimit | None = None
+    #: At most so many starts per period for each key (``throttle_key(subject)``, else the
+    #: concurrency key; one throttle for the kind without either), across the fleet.
+    throttle: RateLimit | None = None
+    throttle_key: Callable[[Any], Any] | None = None
+    #: Claims take turns among the keys ``fairness_key(subject)`` of its due jobs.
+    fairness_key: Callable[[Any], Any] | None = None
     #: Seconds one try may run, from its claim (an enqueue may set its own).
     timeout: float | None = None
     revert_fn: RunFunction | None = field(default=None)
     #: ``@job(schedule=…)``: the schedule named after the kind.
     schedule: ScheduleSpec | None = None
+    #: ``@job(version=…)`` as text; "" derives the version from the declared step ids.
+    declared_version: str = ""
+    #: What a job started under another version does when it runs again: continue, wait or fail.
+    on_version_change: str = "continue"
+    #: Whether ``rerun(job, from_step=…)`` may start its jobs again from a step.
+    rerunnable: bool = True
 
     #: Whether ``run`` (or ``revert_fn``) is a coroutine function: its jobs run on the worker's
     #: event loop, with an ``AsyncJobContext``.
@@ -89,6 +107,12 @@ class JobKind:
     def has_revert(self) -> bool:
         return self.revert_fn is not None
 
+    @cached_property
+    def version(self) -> str:
+        """The version its new jobs start with: the declared one, else ``steps-`` and a hash of the
+        declared step ids in their order (titles and code leave it alone)."""
+        return self.declared_version or derived_version(step_id for step_id, _title in self.steps)
+
     @property
     def takes_keys(self) -> bool:
         """Whether its jobs may carry a concurrency key (its own function's, or one per enqueue)."""
@@ -97,7 +121,13 @@ class JobKind:
     @property
     def limited(self) -> bool:
         """Whether any limit of the kind's own applies to its jobs."""
-        return self.takes_keys or self.max_running is not None or self.rate_limit is not None
+        limits = (self.max_running, self.rate_limit, self.throttle)
+        return self.takes_keys or any(limit is not None for limit in limits)
+
+    @property
+    def key_function(self) -> Callable[[Any], Any] | None:
+        """What gives a job its key (``Job.concurrency_key``): for its concurrency limit or its throttle."""
+        return self.concurrency_key or self.throttle_key
 
     def enqueue(self, **kwargs: Any) -> tuple[Job, bool]:
         """``enqueue(this_kind, **kwargs)``."""
@@ -160,6 +190,38 @@ def max_attempts_problem(value: Any) -> str | None:
     return None
 
 
+def _checked_throttle(throttle: Any, key: Any, concurrency_key: Any) -> RateLimit | None:
+    """``@job(throttle=…)`` as a rate; ``ValueError`` for a key without a throttle, or two keys."""
+    if key is not None and (throttle is None or not callable(key)):
+        raise ValueError(f"throttle_key must be a function of the subject, with a throttle, not {key!r:.40}.")
+    if key is not None and concurrency_key is not None:
+        raise ValueError(
+            "A throttled kind's key is its concurrency_key: give throttle_key or concurrency_key."
+        )
+    return RateLimit.parse(throttle) if throttle is not None else None
+
+
+def derived_version(step_ids: Iterable[str]) -> str:
+    """A kind's version when it declares none: the same step ids in the same order give the same one."""
+    digest = hashlib.sha256("\n".join(step_ids).encode()).hexdigest()
+    return f"steps-{digest[:8]}"
+
+
+def _checked_version(version: int | str | None, policy: str) -> str:
+    """``@job(version=…)`` as text ("" for none), once it and the policy are known to be valid."""
+    if policy not in VERSION_POLICIES:
+        allowed = ", ".join(VERSION_POLICIES)
+        raise ValueError(f"on_version_change must be one of {allowed}, not {policy!r:.40}.")
+    if version is None:
+        return ""
+    if not isinstance(version, (int, str)) or isinstance(version, bool):
+        raise ValueError(f"version must be an int or a str, not {version!r:.40}.")
+    problem = name_problem(str(version), "A kind's version")
+    if problem:
+        raise ValueError(problem)
+    return str(version)
+
+
 def _normalise_steps(steps: Iterable[Any]) -> tuple[tuple[str, str | Promise], ...]:
     normalised: list[tuple[str, str | Promise]] = []
     for step in steps:
@@ -190,7 +252,13 @@ def job(
     concurrency_limit: int | None = None,
     max_running: int | None = None,
     rate_limit: str | None = None,
+    throttle: str | None = None,
+    throttle_key: Callable[[Any], Any] | None = None,
+    fairness_key: Callable[[Any], Any] | None = None,
     timeout: float | timedelta | None = None,
+    version: int | str | None = None,
+    on_version_change: str = "continue",
+    rerunnable: bool = True,
 ) -> Callable[[RunFunction], JobKind]:
     """Register a job kind; the decorated function (or ``async def`` function) becomes its ``run``.
 
@@ -200,6 +268,9 @@ def job(
 
     ``schedule`` (a cron expression, or a ``timedelta``) also enqueues the kind at each of its
     moments, with an empty subject, in ``TIME_ZONE``; ``JobError`` when it is not a schedule.
+
+    ``version`` (default: derived from the step ids) is stored on each job; ``on_version_change``
+    says what a job started under another version does when it runs again (docs/deploying.md).
     """
     if max_attempts_problem(max_attempts):
         raise ValueError(max_attempts_problem(max_attempts))
@@ -211,7 +282,11 @@ def job(
         if value is not None and limit_problem(value):
             raise ValueError(f"{parameter} {limit_problem(value)}")
     rate = RateLimit.parse(rate_limit) if rate_limit is not None else None
+    throttled = _checked_throttle(throttle, throttle_key, concurrency_key)
+    if fairness_key is not None and not callable(fairness_key):
+        raise ValueError(f"fairness_key must be a function of the subject, not {fairness_key!r:.40}.")
     seconds = to_timeout(timeout, gettext_lazy("A kind's timeout"))
+    declared_version = _checked_version(version, on_version_change)
 
     def register(fn: RunFunction) -> JobKind:
         kind_name = name or fn.__name__
@@ -244,7 +319,13 @@ def job(
             concurrency_limit=concurrency_limit,
             max_running=max_running,
             rate_limit=rate,
+            throttle=throttled,
+            throttle_key=throttle_key,
+            fairness_key=fairness_key,
             timeout=seconds,
+            declared_version=declared_version,
+            on_version_change=on_version_change,
+            rerunnable=rerunnable,
             run_is_async=iscoroutinefunction(fn),
         )
         _registry[kind_name] = kind
@@ -313,6 +394,11 @@ def known_kinds() -> list[str]:
     return list(_registry)
 
 
+def kind_versions() -> dict[str, str]:
+    """``{kind: version}`` of the registered kinds: what this process's code runs."""
+    return {name: kind.version for name, kind in _registry.items()}
+
+
 def has_async_kinds() -> bool:
     """Whether any registered kind runs or reverts as a coroutine (a worker then starts an event loop)."""
     return any(kind.run_is_async or kind.revert_is_async for kind in _registry.values())
@@ -331,9 +417,17 @@ def limited_kinds() -> list[JobKind]:
     return _limited
 
 
+def fair_kinds() -> list[JobKind]:
+    """The kinds with a fairness key."""
+    global _fair
+    if _fair is None:
+        _fair = [kind for kind in _registry.values() if kind.fairness_key is not None]
+    return _fair
+
+
 def _forget_limited() -> None:
-    global _limited
-    _limited = None
+    global _limited, _fair
+    _limited = _fair = None
 
 
 def unregister(name: str) -> None:

@@ -50,6 +50,9 @@ class StepState(models.TextChoices):
     FAILED = "failed", _("Failed")
     WAITING = "waiting", _("Waiting")
     NEEDS_USER = "needs_user", _("Needs a decision")
+    #: Not run: the job continued under a version of its kind without it, or with it added
+    #: before the steps it had finished (docs/deploying.md).
+    SKIPPED = "skipped", _("Skipped")
 
 
 class Phase(models.TextChoices):

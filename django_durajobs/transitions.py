@@ -240,8 +240,9 @@ def _entries() -> Iterator[Transition]:
     settled = dict(waits_for_children=False, wait_reason="", next_run_at=NOW)
     yield _entry(Event.CHILDREN_SETTLED, RUN, Status.AWAITING_EXTERNAL, Q, eta_at=None, **settled)
     yield _entry(Event.CHILDREN_SETTLED, REVERT, Status.REVERTING, Status.REVERTING, **settled)
-    yield _entry(Event.CLAIM, RUN, Q, R, attempt=ATTEMPT_COUNTED, started_at=NOW_IF_UNSET, **NO_PLACE_KEPT)
-    yield _entry(Event.CLAIM, REVERT, Status.REVERTING, Status.REVERTING, **NO_PLACE_KEPT)
+    claimed = dict(try_started_at=NOW, **NO_PLACE_KEPT)
+    yield _entry(Event.CLAIM, RUN, Q, R, attempt=ATTEMPT_COUNTED, started_at=NOW_IF_UNSET, **claimed)
+    yield _entry(Event.CLAIM, REVERT, Status.REVERTING, Status.REVERTING, **claimed)
     yield _entry(Event.RELEASE, RUN, R, Q, attempt=ATTEMPT_GIVEN_BACK, **KEEPS_ITS_PLACE)
     yield _entry(Event.RELEASE, REVERT, Status.REVERTING, Status.REVERTING, **KEEPS_ITS_PLACE)
     lost = dict(
@@ -387,6 +388,9 @@ def described(*events: Event) -> str:
     return _("%(statuses)s or %(last)s") % {"statuses": ", ".join(found[:-1]), "last": found[-1]}
 
 
+#: The statuses of a run a rerun (``reruns.rerun``) may start again from one of its steps: the
+#: job itself stays as it was (no event of its own), and its copy starts queued as an enqueue does.
+RERUNNABLE = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
 #: The statuses a claim takes a job from; its ``next_run_at`` says when it is due.
 DUE_STATUSES = sources(Event.CLAIM)
 #: The statuses of a job a worker holds (its lease): a release gives it back.

@@ -138,6 +138,7 @@ DURAJOBS: dict = {
         "MAX_WORKER_LOSSES",
         "SCHEDULE_GRACE_SECONDS",
         "STREAM_POLL_SECONDS",
+        "VERSION_WAIT_SECONDS",
     )
     if f"DURAJOBS_{key}" in os.environ
 }

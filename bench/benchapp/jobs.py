@@ -19,3 +19,13 @@ def noop1(job, ctx):
 def noop5(job, ctx):
     for step_id in FIVE_STEPS:
         ctx.step(step_id, lambda: None)
+
+
+@job("bench_fair", title="No-op, fair shares by tenant", fairness_key=lambda subject: subject["tenant"])
+def fair(job, ctx):
+    return None
+
+
+@job("bench_unfair", title="No-op, the same without fair shares")
+def unfair(job, ctx):
+    return None

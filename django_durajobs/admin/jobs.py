@@ -17,19 +17,22 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from .. import store
-from ..engine.describe import open_question, overall, resuming_reason
+from ..engine.describe import open_question, overall, resuming_reason, version_warning
 from ..models import Job
 from ..status import TERMINAL, Status
+from ..transitions import HELD_STATUSES
 from .actions import JobActionsMixin
 from .console import ConsoleMixin
 from .display import PAGE_ONLY_FIELDS, count, family_badge, pretty_json, progress_bar, status_badge, time_tag
 from .pages import JobPageMixin, answer_of
+from .rerunning import RerunMixin
 from .rows import prepare_rows
 
 #: A search term that is an id: ASCII digits, maybe after a "#".
@@ -93,7 +96,7 @@ class JobChangeList(ChangeList):
 
 
 @admin.register(Job)
-class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
+class JobAdmin(JobActionsMixin, RerunMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
     # What matters most comes first: the reason column must show at 1,280 px with the sidebar open.
     list_display = (
         "id",
@@ -117,7 +120,15 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
     ordering = ("-created_at", "-id")
     show_full_result_count = False
     list_per_page = 50
-    actions = ("resume_jobs", "retry_jobs", "pause_jobs", "cancel_jobs", "revert_jobs", "delete_selected")
+    actions = (
+        "resume_jobs",
+        "retry_jobs",
+        "pause_jobs",
+        "cancel_jobs",
+        "revert_jobs",
+        "rerun_jobs",
+        "delete_selected",
+    )
     change_form_template = "admin/django_durajobs/job/change_form.html"
     change_list_template = "admin/django_durajobs/job/change_list.html"
     fieldsets = (
@@ -127,6 +138,7 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
                 "fields": (
                     "label",
                     "kind",
+                    "shown_version",
                     "status",
                     "phase",
                     "queue",
@@ -157,6 +169,7 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
                     "attempt",
                     "max_attempts",
                     "timeout",
+                    "time_left",
                     "next_run",
                     "eta",
                     "shown_progress",
@@ -349,6 +362,28 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
             return "—"
         url = f"{reverse('admin:django_durajobs_event_add')}?{urlencode({'name': job.waits_for_event})}"
         return format_html('{} <a class="button" href="{}">{}</a>', job.waits_for_event, url, _("Send it"))
+
+    @admin.display(description=_("time left"))
+    def time_left(self, job: Job) -> str:
+        """What is left of the try's timeout: it counts from the try's claim, so waits spend none."""
+        if not job.timeout:
+            return "—"
+        if job.status not in HELD_STATUSES or job.try_started_at is None:
+            return _("%(seconds)s s for its next try; waiting counts for nothing") % {
+                "seconds": f"{job.timeout:g}"
+            }
+        left = job.timeout - (timezone.now() - job.try_started_at).total_seconds()
+        if left <= 0:
+            return _("past its timeout by %(seconds)s s") % {"seconds": f"{-left:.0f}"}
+        return _("%(left)s s of %(seconds)s s") % {"left": f"{left:.0f}", "seconds": f"{job.timeout:g}"}
+
+    @admin.display(description=_("kind version"))
+    def shown_version(self, job: Job) -> str:
+        """The version the job started with, and a warning when no running worker has it."""
+        warning = version_warning(job)
+        if warning:
+            return format_html('{} <strong class="errornote">{}</strong>', job.kind_version, warning)
+        return job.kind_version or "—"
 
     @admin.display(description=_("subject"))
     def shown_subject(self, job: Job) -> str:

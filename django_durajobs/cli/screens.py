@@ -74,6 +74,8 @@ def job_page(output: Output, summary: dict[str, Any], *, log_lines: int) -> None
     output.fields(
         [
             (_("Job"), f"#{summary['id']} {summary['label']} ({summary['kind']})"),
+            (_("Version"), summary["kind_version"]),
+            (_("Version warning"), summary["version_warning"]),
             (
                 _("Status"),
                 _("%(status)s (stale lease)") % {"status": summary["status"]}
@@ -162,6 +164,12 @@ def operated(name: str, job: Job) -> str:
     """What an operation did, in one line."""
     if name == "cancel" and job.cancel_requested and job.status == Status.RUNNING:
         return _("Cancel requested for job %(id)d; it stops at its next step.") % {"id": job.pk}
+    if name == "rerun":
+        return _("Job %(id)d reruns job %(original)d; it is %(status)s.") % {
+            "id": job.pk,
+            "original": job.rerun_of_id,
+            "status": job.status,
+        }
     if name == "pause" and job.pause_requested and job.status == Status.RUNNING:
         return _("Pause requested for job %(id)d; it pauses at its next step.") % {"id": job.pk}
     return _("Job %(id)d is now %(status)s.") % {"id": job.pk, "status": job.status}

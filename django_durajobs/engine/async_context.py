@@ -20,7 +20,8 @@ from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.utils.translation import gettext as _
 
 from ..errors import JobError, raised_by_the_job
-from .context import JobContext, OpenStep
+from .context import JobContext
+from .open_step import OpenStep
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -101,6 +102,10 @@ class AsyncJobContext:
     @property
     def reverting(self) -> bool:
         return self.sync.reverting
+
+    @property
+    def version(self) -> str:
+        return self.sync.version
 
     @property
     def worker_id(self) -> str:

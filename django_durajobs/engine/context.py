@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,6 +26,7 @@ from ..store import StepRowMissing, children_wait_reason, database_trouble, enqu
 from ..transitions import Event, allows
 from ..values import check_message, label, readable_id, short_repr, to_json, to_timeout
 from .describe import children_summary
+from .open_step import OpenStep
 from .waits import moment, offered_actions
 
 if TYPE_CHECKING:
@@ -118,22 +118,6 @@ def step_result(value: Any, step_id: str | None = None) -> Any:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class OpenStep:
-    """A step ``JobContext.open_step`` started (or, ``replayed``, found done), with its timeout
-    in seconds and when it must be over, on ``time.monotonic()``."""
-
-    step: JobStep
-    seconds: float | None
-    ends: float | None = None
-    replayed: bool = False
-    span: Any = None  # its OpenTelemetry span (django_durajobs.telemetry), or None
-
-    @property
-    def result(self) -> Any:
-        return self.step.result
-
-
 class JobContext:
     """Passed to a kind's ``run(job, ctx)`` and ``revert(job, ctx)``."""
 
@@ -154,11 +138,13 @@ class JobContext:
         #: claim, which happened just now.
         self.deadline = time.monotonic() + self.job.timeout if self.job.timeout else None
         lease.deadline = self.deadline
+        self.version: str = self.job.kind_version or kind.version
 
     @cached_property
     def first_run(self) -> bool:
-        """Whether this is the job's first claim: the claim set both timestamps to its own time."""
-        return self.job.started_at == self.job.updated_at
+        """Whether this is the job's first claim (the claim set both timestamps to its own time), and
+        it is not a rerun, which starts with the checkpoints it reuses."""
+        return self.job.started_at == self.job.updated_at and self.job.rerun_of_id is None
 
     @cached_property
     def steps(self) -> dict[str, JobStep]:
@@ -178,6 +164,17 @@ class JobContext:
         self._steps_from_rows = True
         rows = JobStep.objects.filter(job_id=self.job.pk, phase=self.phase).order_by("position")
         return {step.step_id: step for step in rows}
+
+    def go_by_rows(self) -> None:
+        """Read the checkpoints from their rows: the kind's declaration is not the job's."""
+        self._steps_from_rows = True
+        self.__dict__.pop("steps", None)
+
+    def check_version(self) -> None:
+        """Before a run: what ``on_version_change`` says when the job started under another version."""
+        from .versions import check_version  # it builds on this module
+
+        check_version(self.kind, self, self._lease)
 
     def steps_marked_by_an_earlier_run(self) -> list[JobStep]:
         """The checkpoints, when an earlier run may have marked one (a first run has none)."""
@@ -239,7 +236,7 @@ class JobContext:
             raise JobError("invalid_input", problem)
         seconds = to_timeout(timeout, label(TIMEOUT_OF_STEP, {"step": repr(step_id)}))
         step = self.steps.get(step_id)
-        if step is not None and step.state == StepState.DONE:
+        if step is not None and step.state in (StepState.DONE, StepState.SKIPPED):
             return OpenStep(step, seconds, replayed=True)
         self._check_deadline()
         create = step is None
@@ -269,9 +266,7 @@ class JobContext:
         except StepRowMissing:
             if self._steps_from_rows:
                 raise LeaseLost(f"Step {step_id!r} of job {self.job.pk} has no row.") from None
-            # The kind's declaration changed since this job was enqueued: go by its rows instead.
-            self._steps_from_rows = True
-            del self.steps
+            self.go_by_rows()  # the kind's declaration changed since this job was enqueued
             return self.open_step(step_id, title, timeout)
         if stop is not None and not self.reverting:  # where a cancel or pause request is seen
             raise STOPS[stop]()

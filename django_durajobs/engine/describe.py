@@ -25,7 +25,7 @@ from ..status import (
     Status,
     StepState,
 )
-from ..store import DatabaseNow, database_now, held_back_reason, step_counts
+from ..store import DatabaseNow, database_now, held_back_reason, step_counts, version_unserved
 from ..transitions import HELD_STATUSES, Event, allows
 from ..values import to_job_id
 from .moments import in_words
@@ -127,6 +127,7 @@ def _facts(job: Job, steps_done: int, steps_total: int) -> dict[str, Any]:
     return {
         "id": job.pk,
         "kind": job.kind,
+        "kind_version": job.kind_version or None,
         "label": job.label,
         "status": job.status,
         "phase": job.phase,
@@ -227,6 +228,17 @@ def describe(job: Job | int) -> dict[str, Any]:
         "result": redact(job.result),
         "log": [{"at": _iso(entry.at), "line": entry.line} for entry in log],
         "children": children_summary(job) if has_children else None,
+        "version_warning": version_warning(job),
+    }
+
+
+def version_warning(job: Job) -> str | None:
+    """Why a job that is not over may never run on: workers run, none with its kind's version."""
+    if job.status in TERMINAL or not job.kind_version or not version_unserved(job.kind, job.kind_version):
+        return None
+    return _("No running worker has version %(version)s of kind %(kind)s.") % {
+        "version": job.kind_version,
+        "kind": job.kind,
     }
 
 
@@ -275,6 +287,7 @@ def live_summary(job: Job) -> dict[str, Any]:
         "children": {"total": total, "by_status": dict(counts), "overall": overall(counts)}
         if total
         else None,
+        "version_warning": version_warning(job),
     }
 
 

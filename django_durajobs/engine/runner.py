@@ -32,6 +32,7 @@ from .context import (
     step_result,
 )
 from .events import WaitForEventInterrupt, without_timeout
+from .versions import left_behind
 from .waits import wait_checks
 
 logger = package_logger("django_durajobs")
@@ -107,6 +108,8 @@ def record(
     job = lease.job
     if outcome.fields["status"] not in WAITING:
         outcome.steps += _no_longer_waiting(ctx)
+    if outcome.fields["status"] == Status.DONE and ctx.version != ctx.kind.version:
+        outcome.steps += left_behind(ctx)
     # Done without a word: the log needs trimming only when this run wrote more than a line, and
     # on the job's first run (as most jobs are done) it gets no line at all.
     said_nothing = outcome.fields["status"] == Status.DONE and not ctx.logged
@@ -159,6 +162,8 @@ def prepare(kind: JobKind, ctx: JobContext) -> RunFunction:
         raise PauseInterrupt()
     if ctx.reverting:
         _revert_children_first(ctx)
+    else:
+        ctx.check_version()
     return function
 
 

@@ -31,6 +31,7 @@ from .log import append_log, trim_log
 from .overview import job_stats
 from .pruning import PruneResult, delete_jobs, prune, prune_events
 from .recovery import recover, recover_predecessors, release
+from .reruns import insert_rerun
 from .scheduling import (
     declared_schedules,
     delete_schedules,
@@ -44,6 +45,7 @@ from .workers import (
     SeenWorker,
     new_worker_id,
     register_worker,
+    version_unserved,
     worker_alive,
     worker_prefix,
     worker_stopped,
@@ -76,6 +78,7 @@ __all__ = [
     "heartbeat",
     "job_stats",
     "held_back_reason",
+    "insert_rerun",
     "held_back_reasons",
     "new_token",
     "new_worker_id",
@@ -98,6 +101,7 @@ __all__ = [
     "trim_log",
     "unmark_waiting_steps",
     "update_shown_fields",
+    "version_unserved",
     "wake_forgotten_event_waiters",
     "wake_forgotten_parents",
     "worker_alive",

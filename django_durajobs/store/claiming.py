@@ -35,18 +35,24 @@ def claim_one(
     now: datetime | None = None,
     kinds: list[str] | None = None,
     passed_over: tuple[str, ...] = (),
+    only_if: Condition = ("", ()),
 ) -> Job | None:
     """Claim one job in ``status``; ``now`` is the moment it is claimed at (a finish passes its own).
 
-    Only of ``kinds`` (by default every known kind), and not in the queues ``passed_over``.
+    Only of ``kinds`` (by default every known kind), not in the queues ``passed_over``, and where
+    ``only_if`` holds (SQL after the pick's other conditions, and its parameters).
     """
     kinds = known_kinds() if kinds is None else kinds
     if not kinds:
         return None
     now = now or timezone.now()
     if db.vendor in CLAIM_RETURNING:
-        return _claim_returning(db, status, kinds, queues, passed_over, worker_id, token, now)
-    return _claim_locked(db, status, kinds, queues, passed_over, worker_id, token, now)
+        return _claim_returning(db, status, kinds, queues, passed_over, worker_id, token, now, only_if)
+    return _claim_locked(db, status, kinds, queues, passed_over, worker_id, token, now, only_if)
+
+
+#: One more condition of a claim's pick: SQL (`` AND …``) and its parameters.
+Condition = tuple[str, tuple[Any, ...]]
 
 
 def claim_order() -> tuple[str, str]:
@@ -78,13 +84,17 @@ def _claim_returning(
     worker_id: str,
     token: str,
     now: datetime,
+    only_if: Condition = ("", ()),
 ) -> Job | None:
     """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING …`` (on PostgreSQL the subquery locks
     with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip."""
     flush = no_flush(db)
     shape = (status, len(kinds), len(queues), flush, len(passed_over))
-    statement = sql.statement(db, ("claim", *shape), lambda: claim_sql(db, *shape))
+    statement = sql.statement(
+        db, ("claim", *shape, only_if[0]), lambda: claim_sql(db, *shape, only_if=only_if[0])
+    )
     params = claim_params(db, status, kinds, queues, worker_id, token, now, passed_over)
+    params[-1:-1] = only_if[1]  # after the pick's parameters, before the status the update checks
     rows = sql.fetch(db, statement, params)
     return sql.read_rows(db, Job, rows)[0] if rows else None
 
@@ -98,6 +108,7 @@ def _claim_locked(
     worker_id: str,
     token: str,
     now: datetime,
+    only_if: Condition = ("", ()),
 ) -> Job | None:
     """MySQL/MariaDB, which cannot return what an UPDATE changed: read the most urgent due job,
     locked (``SKIP LOCKED`` where the server has it), and take it, in one transaction.
@@ -110,17 +121,19 @@ def _claim_locked(
     db.ensure_connection()
     lock = " FOR UPDATE SKIP LOCKED" if db.features.has_select_for_update_skip_locked else ""
     shape = (status, len(kinds), len(queues))
+    columns = sql.returned_columns(db, Job)
     pick = sql.statement(
         db,
-        ("claim pick", *shape, lock, len(passed_over)),
-        lambda: pick_sql(db, *shape, sql.returned_columns(db, Job), lock, passed_over=len(passed_over)),
+        ("claim pick", *shape, lock, len(passed_over), only_if[0]),
+        lambda: pick_sql(db, *shape, columns, lock, only_if[0], passed_over=len(passed_over)),
     )
 
     take = take_statement(db, status)
     prepared_now = sql.prepared_datetime(db, now)
     for _ in range(10):
         with transaction.atomic():
-            rows = sql.fetch(db, pick, pick_params(status, kinds, queues, prepared_now, passed_over))
+            params = [*pick_params(status, kinds, queues, prepared_now, passed_over), *only_if[1]]
+            rows = sql.fetch(db, pick, params)
             if not rows:
                 return None
             [job] = sql.read_rows(db, Job, rows)
@@ -177,7 +190,7 @@ def _taking_sql(db: BaseDatabaseWrapper, status: str) -> str:
             taking += f"{column} = {column} + 1, "
         elif how is NOW_IF_UNSET:
             taking += f"{column} = COALESCE({column}, %s), "
-        elif isinstance(how, Marker):
+        elif isinstance(how, Marker) and how is not NOW:  # NOW: the claim's moment, a parameter
             raise ValueError(f"A claim cannot set {name} to {how!r}")
         else:
             taking += f"{column} = %s, "
@@ -199,7 +212,7 @@ def as_claimed(job: Job, status: str, now: datetime) -> None:
         elif how is NOW_IF_UNSET:
             setattr(job, name, getattr(job, name) or now)
         else:
-            setattr(job, name, how)
+            setattr(job, name, now if how is NOW else how)
 
 
 def pick_sql(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -20,6 +21,8 @@ from ..registry import PRIORITY_RANGE, JobKind, get_kind, max_attempts_problem
 from ..status import WAITING, Status
 from ..values import check_text, short_repr, to_job_id, to_json, to_timeout
 from .changes import changed_to
+from .debouncing import checked_window, enqueue_debounced
+from .fairness import fairness_key_of
 from .inserting import insert_rows
 
 INITIAL_STATUSES = frozenset({Status.QUEUED}) | WAITING
@@ -90,6 +93,8 @@ def enqueue(
     priority: int | None = None,
     concurrency_key: str | None = None,
     timeout: float | timedelta | None = None,
+    debounce: tuple[str, float] | None = None,
+    debounce_max_wait: float | None = None,
 ) -> tuple[Job, bool]:
     """Create a job, or return the one that already has ``idempotency_key``.
 
@@ -98,7 +103,14 @@ def enqueue(
     written, so a refused call (``JobError``) leaves no trace.
 
     >>> job, created = enqueue("deploy_site", subject={"site_id": 7}, idempotency_key="deploy-7")
+
+    ``debounce=(key, seconds)``: the key's job that has not started yet takes this enqueue's subject
+    and runs once the key has been quiet for ``seconds`` (at most ``debounce_max_wait`` seconds
+    after its first enqueue); see ``debouncing``.
     """
+    debounced = debounce is not None or debounce_max_wait is not None
+    others = {"idempotency_key": idempotency_key, "run_at": run_at, "initial_status": initial_status}
+    window = checked_window(debounce, debounce_max_wait, others) if debounced else None
     definition, fields = _checked_fields(
         kind,
         timezone.now(),
@@ -119,6 +131,8 @@ def enqueue(
         concurrency_key=concurrency_key,
         timeout=timeout,
     )
+    if window is not None:
+        return enqueue_debounced(fields, window, partial(_insert, definition))
     return _enqueue_checked(definition, fields)
 
 
@@ -252,6 +266,7 @@ def _checked_fields(
         )
     fields = dict(
         kind=definition.name,
+        kind_version=definition.version,
         label=_optional_text(label, _("The label")) or str(definition.title)[:255],
         status=status,
         subject=subject,
@@ -270,16 +285,34 @@ def _checked_fields(
         parent_id=_resolve_parent(parent),
         concurrency_key=_concurrency_key(definition, subject, concurrency_key),
     )
+    fields["fairness_key"] = fairness_key_of(
+        definition.name, fields["queue"], _fairness_key(definition, subject)
+    )
     return definition, fields
+
+
+def _fairness_key(definition: JobKind, subject: Any) -> str:
+    """The kind's ``fairness_key(subject)`` as text ("" for none); ``invalid_input`` if it fails."""
+    if definition.fairness_key is None:
+        return ""
+    try:
+        key = definition.fairness_key(subject)
+    except Exception as exc:
+        raise _refuse(
+            _("The fairness_key function of kind %(kind)s failed on the subject: %(type)s: %(error)s")
+            % {"kind": repr(definition.name), "type": type(exc).__name__, "error": exc}
+        ) from exc
+    return "" if key is None else _optional_text(str(key), _("The fairness key"))
 
 
 def _concurrency_key(definition: JobKind, subject: Any, given: Any) -> str:
     """The job's concurrency key: the one given, else its kind's ``concurrency_key(subject)``; ""
     for none. A kind takes keys only if it declares a concurrency limit or a key function: the
     limit of a key is its kind's."""
-    if given is None and definition.concurrency_key is not None:
+    key_function = definition.key_function  # the concurrency key's, or the throttle's
+    if given is None and key_function is not None:
         try:
-            given = definition.concurrency_key(subject)
+            given = key_function(subject)
         except Exception as exc:
             raise _refuse(
                 _("The concurrency_key function of kind %(kind)s failed on the subject: %(type)s: %(error)s")
@@ -292,7 +325,7 @@ def _concurrency_key(definition: JobKind, subject: Any, given: Any) -> str:
             _("A concurrency key must be a string or an integer, not %(value)s.")
             % {"value": short_repr(given)}
         )
-    if not definition.takes_keys:
+    if not (definition.takes_keys or definition.throttle):
         raise _refuse(
             _(
                 "Kind %(kind)s has no concurrency limit; declare @job(concurrency_limit=…) "

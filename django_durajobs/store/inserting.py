@@ -81,6 +81,7 @@ def _check_creators(rows: list[dict[str, Any]]) -> None:
 #: field's default, the same for every job.
 ENQUEUED_COLUMNS = (
     "kind",
+    "kind_version",
     "label",
     "status",
     "subject",
@@ -98,6 +99,7 @@ ENQUEUED_COLUMNS = (
     "subject_id",
     "parent_id",
     "concurrency_key",
+    "fairness_key",
 )
 
 

@@ -21,6 +21,7 @@ from . import sql
 from .changes import changed_to, notify_due, written
 from .claiming import claim_one, claim_order, claim_params, claim_sql, reverts_looked_for_lately
 from .database import DatabaseNow, new_token, no_flush
+from .fairness import claim_fairly, fairness_in_force
 from .limiting import claim_under_limits, current_limits
 from .log import append_log, clean_log_line, trim_log
 
@@ -39,7 +40,13 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     limits = current_limits()
     order = claim_order()
     rare_first = order[0] == Status.REVERTING  # jobs under limits are looked for first as often
+    fair = fairness_in_force()
     for status in order:
+        job = None
+        if fair and status == Status.QUEUED:  # jobs under limits are claimed as limiting.py says
+            job = claim_fairly(db, queues, worker_id, token, limits)
+        if job is not None:
+            break
         if limits is None:
             job = claim_one(db, status, queues, worker_id, token)
         else:
@@ -241,7 +248,9 @@ class Lease:
         kinds = known_kinds() if limits is None else limits.plain_kinds
         passed_over = () if limits is None else limits.limited_queues
         frees_a_limit = limits is not None and bool(limits.scopes(self.job))
-        claiming = bool(then_claim and then_claim() and kinds and reverts_looked_for_lately())
+        claiming = bool(
+            then_claim and then_claim() and kinds and reverts_looked_for_lately() and not fairness_in_force()
+        )
         token = new_token() if claiming else ""
         if db.vendor == "postgresql" and not (steps or trim or due_now or frees_a_limit):
             # The common case, a job done: its outcome, any log line and the next claim in one statement.

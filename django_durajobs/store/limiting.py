@@ -63,7 +63,12 @@ from .claiming import as_claimed, claim_one, pick_params, pick_sql, take_stateme
 from .database import database_now, database_now_sql
 
 Scope = tuple[str, str]  # (JobLimit.Scope, name)
-KEY, KIND, QUEUE = JobLimit.Scope.KEY, JobLimit.Scope.KIND, JobLimit.Scope.QUEUE
+KEY, KIND, QUEUE, THROTTLE = (
+    JobLimit.Scope.KEY,
+    JobLimit.Scope.KIND,
+    JobLimit.Scope.QUEUE,
+    JobLimit.Scope.THROTTLE,
+)
 #: How often one claim picks again (its counts were out of date, or its limits' rows were still to
 #: be made) before it gives up until the worker's next look.
 PICKS = 5
@@ -86,6 +91,7 @@ class Limits:
     max_running: Mapping[str, int]
     rates: Mapping[str, RateLimit]
     queues: Mapping[str, int]
+    throttles: Mapping[str, RateLimit]  # per key of the kind (``Job.concurrency_key``)
     #: The kinds with limits of their own, and the others: claimed as if nothing were limited,
     #: unless they are in a limited queue (``limited_queues``).
     limited_kinds: tuple[str, ...]
@@ -101,9 +107,11 @@ class Limits:
             scopes.append((KIND, job.kind))
         if job.queue in self.queues:
             scopes.append((QUEUE, job.queue))
+        if job.kind in self.throttles:
+            scopes.append((THROTTLE, throttle_name(job.kind, job.concurrency_key)))
         return sorted(scopes)
 
-    def held_back_by(self, job: Job, held: Held, full_rates: Mapping[str, Any]) -> str | None:
+    def held_back_by(self, job: Job, held: Held, full_rates: Mapping[Any, Any]) -> str | None:
         """Why a limit holds ``job`` back, given what is held and which kinds are at their rate;
         None when it may start."""
         key, kind, queue = job.concurrency_key, job.kind, job.queue
@@ -124,6 +132,12 @@ class Limits:
                 "held": held.by_queue[queue],
                 "limit": self.queues[queue],
                 "queue": queue,
+            }
+        if (kind, key) in full_rates:
+            return _("Held back: %(kind)s jobs with key %(key)s started at their throttle of %(rate)s") % {
+                "kind": kind,
+                "key": repr(key),
+                "rate": self.throttles[kind],
             }
         if kind in full_rates:
             return _("Held back: %(kind)s jobs started at their rate limit of %(rate)s") % {
@@ -150,6 +164,7 @@ def current_limits() -> Limits | None:
             max_running={kind.name: kind.max_running for kind in kinds if kind.max_running is not None},
             rates={kind.name: kind.rate_limit for kind in kinds if kind.rate_limit is not None},
             queues=dict(queues),
+            throttles={kind.name: kind.throttle for kind in kinds if kind.throttle is not None},
             limited_kinds=names,
             plain_kinds=[name for name in known_kinds() if name not in names],
             limited_queues=tuple(sorted(queues)),
@@ -185,22 +200,36 @@ def held_now(db: BaseDatabaseWrapper) -> Held:
 _HELD = sorted(HELD_STATUSES)
 
 
-def full_rates(db: BaseDatabaseWrapper, limits: Limits) -> dict[str, datetime]:
-    """The rate-limited kinds at their rate now (on the database's clock), and until when."""
-    if not limits.rates:
+def throttle_name(kind: str, key: str) -> str:
+    """The name of the ``JobLimit`` row of a throttled kind's key."""
+    return f"{kind}:{key}"[:255]
+
+
+def full_rates(db: BaseDatabaseWrapper, limits: Limits) -> dict[Any, datetime]:
+    """The rate-limited kinds at their rate now (on the database's clock), and until when; and the
+    throttled ``(kind, key)`` pairs at their throttle."""
+    if not limits.rates and not limits.throttles:
         return {}
 
     def full_sql() -> str:
         quote = db.ops.quote_name
         return (
             f"SELECT {sql.returned_columns(db, JobLimit)} FROM {sql.table(db, JobLimit)} "
-            f"WHERE {quote('scope')} = %s AND {quote('full_until')} > {database_now_sql(db)}"
+            f"WHERE {quote('scope')} IN (%s, %s) AND {quote('full_until')} > {database_now_sql(db)}"
         )
 
-    rows = sql.read_rows(db, JobLimit, sql.fetch(db, sql.statement(db, ("full rates",), full_sql), [KIND]))
-    return {
-        row.name: row.full_until for row in rows if row.name in limits.rates and row.full_until is not None
-    }
+    statement = sql.statement(db, ("full rates",), full_sql)
+    full: dict[Any, datetime] = {}
+    for row in sql.read_rows(db, JobLimit, sql.fetch(db, statement, [KIND, THROTTLE])):
+        until = row.full_until
+        if until is None:
+            continue
+        if row.scope == KIND and row.name in limits.rates:
+            full[row.name] = until
+        for kind in limits.throttles if row.scope == THROTTLE else ():
+            if row.name.startswith(f"{kind}:"):
+                full[(kind, row.name[len(kind) + 1 :])] = until
+    return full
 
 
 # The claim -------------------------------------------------------------------------------------
@@ -249,7 +278,7 @@ def _claim_limited(
         startable = [kind for kind in kinds if not _kind_is_full(kind, limits, held, rated)]
         if not startable:
             return None
-        outcome = _pick_and_take(db, status, startable, queues, worker_id, token, now, limits, held)
+        outcome = _pick_and_take(db, status, startable, queues, worker_id, token, now, limits, held, rated)
         if not isinstance(outcome, PickAgain):
             return outcome
         if outcome.missing:
@@ -280,10 +309,11 @@ def _pick_and_take(
     now: datetime,
     limits: Limits,
     held: Held,
+    full: Mapping[Any, Any],
 ) -> Job | PickAgain | None:
     """Steps 2 and 3 in one transaction: the job taken, or None when nothing may start."""
     full_queues = sorted(queue for queue, limit in limits.queues.items() if held.by_queue[queue] >= limit)
-    full_keys = _full_keys(limits, held)
+    full_keys = _full_keys(limits, held) + _full_throttles(full)
     only_if, extra = _room_conditions(db, limits, kinds, full_queues, full_keys)
     lock = " FOR UPDATE SKIP LOCKED" if db.features.has_select_for_update_skip_locked else ""
     keys_shape = tuple(len(keys) for _, keys in full_keys)
@@ -301,17 +331,21 @@ def _pick_and_take(
         [job] = sql.read_rows(db, Job, rows)
         scopes = limits.scopes(job)
         rate = limits.rates.get(job.kind)
+        throttle = limits.throttles.get(job.kind)
+        throttled = (THROTTLE, throttle_name(job.kind, job.concurrency_key))
         if scopes:
             locked = _lock(db, scopes)
             if len(locked) < len(scopes):
                 return PickAgain(tuple(scope for scope in scopes if scope not in locked))
             rated = {}
-            if rate:
+            if rate or throttle:
                 # Judged on the database's clock, and claimed at that moment: under the lock the
-                # kind's starts are then recorded in order.
+                # kind's (or the key's) starts are then recorded in order.
                 now = database_now()
                 prepared_now = sql.prepared_datetime(db, now)
-                rated = _at_rate(locked[(KIND, job.kind)], rate, now)
+                rated = _at_rate(locked[(KIND, job.kind)], rate, now) if rate else {}
+            if throttle and _at_rate(locked[throttled], throttle, now):
+                return PickAgain()
             if limits.held_back_by(job, held_now(db), rated):
                 return PickAgain()
         take = take_statement(db, status)
@@ -319,6 +353,8 @@ def _pick_and_take(
             return PickAgain()
         if rate:
             _record_start(db, locked[(KIND, job.kind)], rate, now)
+        if throttle:
+            _record_start(db, locked[throttled], throttle, now)
     as_claimed(job, status, now)
     job.locked_by, job.lease_token, job.locked_at, job.updated_at = worker_id, token, now, now
     return job
@@ -335,6 +371,14 @@ def _full_keys(limits: Limits, held: Held) -> list[tuple[list[str], list[str]]]:
         if keys:
             found.append((sorted(kinds), keys))
     return found
+
+
+def _full_throttles(full: Mapping[Any, Any]) -> list[tuple[list[str], list[str]]]:
+    """Per throttled kind: the keys at their throttle, passed over by the pick as full keys are."""
+    by_kind: dict[str, list[str]] = {}
+    for kind, key in (name for name in full if isinstance(name, tuple)):
+        by_kind.setdefault(kind, []).append(key)
+    return [([kind], sorted(keys)) for kind, keys in sorted(by_kind.items())]
 
 
 def _room_conditions(

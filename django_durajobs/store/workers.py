@@ -14,6 +14,7 @@ from django.db.models import Count
 
 from ..conf import get_setting
 from ..models import Job, Worker
+from ..registry import kind_versions
 from ..transitions import HELD_STATUSES
 from .database import DatabaseNow, database_now
 
@@ -51,6 +52,7 @@ def register_worker(worker_id: str, queues: Iterable[str], concurrency: int) -> 
             "pid": os.getpid(),
             "queues": sorted(queues),
             "concurrency": concurrency,
+            "kind_versions": kind_versions(),
             "started_at": now,
             "last_seen_at": now,
             "stopped_at": None,
@@ -66,6 +68,15 @@ def worker_alive(worker_id: str, queues: Iterable[str], concurrency: int) -> Non
 
 def worker_stopped(worker_id: str) -> None:
     Worker.objects.filter(worker_id=worker_id).update(stopped_at=DatabaseNow(), last_seen_at=DatabaseNow())
+
+
+def version_unserved(kind: str, version: str) -> bool:
+    """Whether workers are running, and none of them runs ``version`` of ``kind``: a job that waits
+    for its version (``on_version_change="wait"``) would wait for ever."""
+    lease = timedelta(seconds=get_setting("LEASE_SECONDS"))
+    live = Worker.objects.filter(stopped_at__isnull=True, last_seen_at__gte=database_now() - lease)
+    served = [(row or {}).get(kind) for row in live.values_list("kind_versions", flat=True)]
+    return bool(served) and version not in served
 
 
 @dataclass(frozen=True)

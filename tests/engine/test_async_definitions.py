@@ -17,7 +17,10 @@ from django_durajobs.registry import get_kind, has_async_kinds, job, unregister
 #: ``JobContext`` members an async job does not call: the parts of a step, which
 #: ``AsyncJobContext.step`` calls itself, and what the runner reads.
 PARTS_OF_A_STEP = {"open_step", "run_step", "keep_result", "step_raised", "step_over"}
-RUNNER_ONLY = {"steps_marked_by_an_earlier_run", "first_run", "steps", "deadline", "kind", "phase"}
+RUNNER_ONLY = {
+    "steps_marked_by_an_earlier_run", "first_run", "steps", "deadline", "kind", "phase",
+    "check_version", "go_by_rows",
+}  # fmt: skip
 
 
 @pytest.fixture

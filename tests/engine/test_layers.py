@@ -43,7 +43,7 @@ LAYERS = (
             "signals",
         ),
     ),
-    ("models", ("models", "tallies", "registry", "migrations")),
+    ("models", ("models", "worker_rows", "tallies", "registry", "migrations")),
     ("store", ("store",)),
     ("ops", ("ops",)),
     ("engine", ("engine",)),

@@ -20,4 +20,6 @@ from . import (  # noqa: F401
     kinds_states,
     kinds_telemetry,
     kinds_testing,
+    kinds_throttle,
+    kinds_versions,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+from collections.abc import Callable
 from typing import Any, TextIO, cast
 
 from django.contrib.auth import get_user_model
@@ -18,15 +19,18 @@ from django_durajobs.cli.output import Output
 from django_durajobs.cli.watching import watch
 from django_durajobs.engine.describe import describe, row_summaries
 from django_durajobs.errors import JobError
+from django_durajobs.models import Job
+from django_durajobs.reruns import rerun
 from django_durajobs.status import Status
 from django_durajobs.store import find_jobs, job_stats
 
-OPERATIONS = {
+OPERATIONS: dict[str, Callable[..., Job]] = {
     "resume": ops.resume,
     "retry": ops.retry,
     "pause": ops.pause,
     "cancel": ops.cancel,
     "revert": ops.revert,
+    "rerun": rerun,
 }
 
 
@@ -72,6 +76,7 @@ class Command(TranslatedCommand):
             ("pause", _("Pause a job; a running one pauses at its next step.")),
             ("cancel", _("Cancel a job; a running one stops at its next step.")),
             ("revert", _("Run a job's revert.")),
+            ("rerun", _("Run a job again as a new job from a step, reusing the steps before it.")),
         ):
             operation = commands.add_parser(name, parents=[shown], help=text)
             operation.add_argument("job_id", metavar="ID")
@@ -80,6 +85,10 @@ class Command(TranslatedCommand):
                 metavar="USERNAME",
                 help=_("The user recorded in the job's log (default: the operating-system user)."),
             )
+            if name == "rerun":
+                operation.add_argument(
+                    "--from", dest="from_step", required=True, metavar="STEP", help=_("The step to run from.")
+                )
             if name == "resume":
                 operation.add_argument("--action", help=_("The answer chosen, one of those offered."))
                 operation.add_argument(
@@ -165,6 +174,8 @@ class Command(TranslatedCommand):
 
     def operate(self, name: str, output: Output, options: dict[str, Any]) -> None:
         extra = {"action": options["action"], "data": options["data"]} if name == "resume" else {}
+        if name == "rerun":
+            extra = {"from_step": options["from_step"]}
         job = OPERATIONS[name](options["job_id"], by=self.actor(options["by"]), **extra)
         if options["json"]:
             output.json(describe(job))

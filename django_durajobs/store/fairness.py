@@ -1,0 +1,108 @@
+"""Fair shares: claims take turns among the fairness keys of the due jobs, so one key's backlog
+delays another key's next job by at most one claim per busy key (docs/limits.md#fair-shares).
+
+A job's fairness key is its kind's ``fairness_key(subject)``, or, in a queue of
+``DURAJOBS["FAIR_QUEUES"]``, its kind's name. Each worker process keeps a cursor, the key it
+claimed for last: the next claim takes the most urgent due job of the next key in key order with
+a due job (found through ``durajobs_fair``), and after the last key, one job without a key (in
+the usual order), then the first key again. The cursor is the process's own: no write, no lock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from ..conf import get_setting
+from ..models import Job
+from ..registry import fair_kinds, known_kinds
+from ..status import Status
+from . import sql
+from .claiming import Condition, claim_one
+from .limiting import Limits
+
+#: How many keys one claim tries when another worker took the chosen key's due jobs meanwhile.
+KEYS_TRIED = 5
+#: After a turn found no due job without a key, how long (seconds) turns pass over those jobs:
+#: looking for them reads past every keyed job that is due.
+KEYLESS_LOOKUP_SECONDS = 1.0
+
+_cursor: str = ""
+#: When jobs without a key next get a turn, on ``time.monotonic()``.
+_next_keyless_lookup = 0.0
+
+
+def fairness_in_force() -> bool:
+    """Whether any kind has a fairness key or any queue is fair."""
+    return bool(fair_kinds() or get_setting("FAIR_QUEUES"))
+
+
+def fairness_key_of(kind_name: str, queue: str, key: str) -> str:
+    """A new job's fairness key: its kind's (given as ``key``), else its kind's name in a fair queue."""
+    if key:
+        return key
+    return kind_name if queue in get_setting("FAIR_QUEUES") else ""
+
+
+def claim_fairly(
+    db: BaseDatabaseWrapper, queues: tuple[str, ...], worker_id: str, token: str, limits: Limits | None
+) -> Job | None:
+    """Claim a queued job for the next key's turn (the module's text says which), of a kind and in
+    a queue that no limit applies to."""
+    global _cursor, _next_keyless_lookup
+    now = timezone.now()
+    kinds = known_kinds() if limits is None else limits.plain_kinds
+    passed_over = () if limits is None else limits.limited_queues
+    if not kinds:
+        return None
+    for _try in range(KEYS_TRIED):
+        key = _next_key(db, _cursor, kinds, queues, now)
+        if key is None:
+            _cursor = ""
+            unkeyed = claim_one(
+                db, Status.QUEUED, queues, worker_id, token, now, kinds, passed_over, _KEYLESS
+            )
+            if unkeyed is not None or _next_key(db, "", kinds, queues, now) is None:
+                return unkeyed
+            continue
+        _cursor = key
+        job = claim_one(
+            db, Status.QUEUED, queues, worker_id, token, now, kinds, passed_over, _with_key(db, key)
+        )
+        if job is not None:
+            return job
+    return None
+
+
+_KEYLESS: Condition = (" AND fairness_key = ''", ())
+
+
+def _with_key(db: BaseDatabaseWrapper, key: str) -> Condition:
+    """The key's jobs; ``> ''``, its condition word for word, lets the database read them from the
+    partial index ``durajobs_fair``."""
+    column = db.ops.quote_name("fairness_key")
+    return (f" AND {column} > '' AND {column} = %s", (key,))
+
+
+def _next_key(
+    db: BaseDatabaseWrapper, after: str, kinds: list[str], queues: tuple[str, ...], now: datetime
+) -> str | None:
+    """The first fairness key after ``after`` (in key order) with a due queued job, or None."""
+    quote = db.ops.quote_name
+
+    def next_key_sql() -> str:
+        in_queues = f" AND {quote('queue')} IN ({', '.join(['%s'] * len(queues))})" if queues else ""
+        return (
+            f"SELECT {quote('fairness_key')} FROM {sql.table(db, Job)} "
+            f"WHERE {quote('status')} = %s "
+            f"AND {quote('fairness_key')} > '' AND {quote('fairness_key')} > %s "
+            f"AND {quote('next_run_at')} <= %s AND {quote('locked_by')} = '' "
+            f"AND {quote('kind')} IN ({', '.join(['%s'] * len(kinds))}){in_queues} "
+            f"ORDER BY {quote('fairness_key')} LIMIT 1"
+        )
+
+    statement = sql.statement(db, ("next fair key", len(kinds), len(queues)), next_key_sql)
+    rows = sql.fetch(db, statement, [Status.QUEUED, after, sql.prepared_datetime(db, now), *kinds, *queues])
+    return rows[0][0] if rows else None
