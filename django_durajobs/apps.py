@@ -14,7 +14,7 @@ class DurajobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import checks, database_checks  # noqa: F401  (registers the system checks)
 
         # Like admin.py: every installed app's jobs.py registers its kinds.
         autodiscover_modules("jobs")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from django.db import connection
+from django.db import connections
 
 from . import store
 from .conf import get_setting
@@ -80,7 +80,7 @@ class LeaseKeeper:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> LeaseKeeper:
-        if not connection.in_atomic_block:
+        if not store.database().in_atomic_block:
             self._thread = threading.Thread(target=self._keep, name="durajobs-lease-keeper", daemon=True)
             self._thread.start()
         return self
@@ -99,4 +99,4 @@ class LeaseKeeper:
         except Exception:
             logger.exception("Job %s: renewing its lease failed", self.lease.job.pk)
         finally:
-            connection.close()
+            connections.close_all()

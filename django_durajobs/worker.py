@@ -19,10 +19,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import store
-from .conf import get_setting
+from .conf import get_setting, jobs_database, listen_database
 from .draining import learn_due_kinds
 from .engine.async_runner import runs_async
 from .engine.runner import abandon, execute
@@ -115,7 +116,8 @@ class Worker:
             self._async.start()
         with self._lock:
             self._start_job_thread()  # more start as jobs keep the threads busy
-        if connection.vendor == "postgresql" and driver(connection).__name__ == "psycopg":
+        listen_db = connections[listen_database()]
+        if listen_db.vendor == "postgresql" and driver(listen_db).__name__ == "psycopg":
             self._start(self._listen, "durajobs-listen")
         try:
             self._housekeep()
@@ -158,7 +160,7 @@ class Worker:
             self.crashed = True
             self.stop()
         finally:
-            connection.close()
+            connections.close_all()
 
     def _recover_at_start(self) -> None:
         predecessors = store.recover_predecessors(self.worker_id, store.worker_prefix(self.options.name))
@@ -224,7 +226,7 @@ class Worker:
         except Exception as exc:
             if not self._interrupted(me, lease, exc):
                 raise
-            connection.close()
+            store.database().close()
             return None
         finally:
             with self._lock:
@@ -413,7 +415,7 @@ class Worker:
         self._with_database(lambda: store.worker_stopped(self.worker_id), attempts=3)
         if self._async is not None:
             self._async.stop()
-        connection.close()
+        connections.close_all()
         logger.info("Worker %s stopped", self.worker_id)
 
     # The database, and waiting for it ----------------------------------------------------------
@@ -428,7 +430,7 @@ class Worker:
                 if not store.database_trouble(exc):
                     raise
                 tries += 1
-                connection.close()
+                store.database().close()
                 if (attempts is not None and tries >= attempts) or self.hurry.is_set():
                     logger.error("Worker %s: database unavailable (%s); giving up", self.worker_id, exc)
                     return None
@@ -445,7 +447,8 @@ class Worker:
         while not self.stopping.is_set():
             try:
                 # A connection of its own, outside Django's (and any pool's) management.
-                listener = driver(connection).connect(**connection.get_connection_params(), autocommit=True)
+                db = connections[listen_database()]
+                listener = driver(db).connect(**db.get_connection_params(), autocommit=True)
                 with listener:
                     listener.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
                     tries = 0
@@ -464,12 +467,18 @@ class Worker:
 
 
 def refresh_connection() -> None:
-    """Close this thread's connection if it broke, or if ``CONN_MAX_AGE`` (when positive) is up.
+    """Close this thread's connections (to the jobs database, and to ``default`` that jobs use)
+    if they broke, or if ``CONN_MAX_AGE`` (when positive) is up.
 
     Unlike a request, a worker does not reconnect for every job when ``CONN_MAX_AGE`` is 0, nor
     after a query that merely failed.
     """
-    db = connections[DEFAULT_DB_ALIAS]
+    _refresh(store.database())
+    if jobs_database() != DEFAULT_DB_ALIAS:
+        _refresh(connections[DEFAULT_DB_ALIAS])
+
+
+def _refresh(db: BaseDatabaseWrapper) -> None:
     if db.connection is None:
         return
     if db.errors_occurred:

@@ -13,7 +13,8 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import ChangeList
-from django.db import connection
+from django.contrib.auth import get_user_model
+from django.db import router
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -113,7 +114,6 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
     search_help_text = _(
         "Search by id, label, idempotency key, subject id, external reference or the event a job waits for."
     )
-    list_select_related = ("created_by",)
     ordering = ("-created_at", "-id")
     show_full_result_count = False
     list_per_page = 50
@@ -211,6 +211,11 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
         )
 
     # Jobs are created by code and changed by operations, never edited as raw fields.
+
+    def get_list_select_related(self, request: HttpRequest) -> tuple[str, ...]:
+        """The creators joined in, unless they live in another database than the jobs."""
+        creators_here = router.db_for_read(get_user_model()) == store.database().alias
+        return ("created_by",) if creators_here else ()
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -373,5 +378,5 @@ def searched_id(term: str) -> int | None:
     if match is None:
         return None
     pk = int(match[1])
-    low, high = connection.ops.integer_field_range(Job._meta.pk.get_internal_type())
+    low, high = store.database().ops.integer_field_range(Job._meta.pk.get_internal_type())
     return pk if low <= pk <= high else None

@@ -14,7 +14,7 @@ from .changes import (
     update_shown_fields,
 )
 from .claiming import due_kinds_not_in
-from .database import DatabaseNow, database_now, database_trouble, new_token
+from .database import DatabaseNow, database_now, database_trouble, new_token, step_transaction
 from .enqueuing import enqueue, enqueue_many
 from .events import (
     event_wait_reason,
@@ -40,6 +40,7 @@ from .scheduling import (
     sync_schedules,
     tick_schedules,
 )
+from .sql import database
 from .workers import (
     SeenWorker,
     new_worker_id,
@@ -62,6 +63,7 @@ __all__ = [
     "change_status_many",
     "children_wait_reason",
     "claim",
+    "database",
     "database_now",
     "database_trouble",
     "declared_schedules",
@@ -92,6 +94,7 @@ __all__ = [
     "set_schedules_enabled",
     "step_counts",
     "subject_keys",
+    "step_transaction",
     "sync_schedules",
     "tick_schedules",
     "trim_log",

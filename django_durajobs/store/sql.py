@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any, TypeVar, cast
 from weakref import WeakKeyDictionary
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import connections
 from django.db import transaction as django_transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
@@ -29,7 +29,7 @@ from django.db.models.fields.related import RelatedField
 from django.db.models.signals import post_init, pre_init
 from django.db.models.sql import UpdateQuery
 
-from ..conf import get_setting
+from ..conf import get_setting, jobs_database
 
 M = TypeVar("M", bound=Model)
 T = TypeVar("T")
@@ -44,8 +44,8 @@ _FORMAT_PLACEHOLDER = re.compile(r"(?<!%)%s")
 
 
 def database() -> BaseDatabaseWrapper:
-    """This thread's default connection (``django.db.connection`` looks it up on every attribute)."""
-    return connections[DEFAULT_DB_ALIAS]
+    """This thread's connection to the jobs database (``DURAJOBS["DATABASE"]``)."""
+    return connections[jobs_database()]
 
 
 def driver(db: BaseDatabaseWrapper) -> ModuleType:
