@@ -80,7 +80,7 @@ class LeaseKeeper:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> LeaseKeeper:
-        if not store.database().in_atomic_block:
+        if not store.jobs_connection().in_atomic_block:
             self._thread = threading.Thread(target=self._keep, name="durajobs-lease-keeper", daemon=True)
             self._thread.start()
         return self

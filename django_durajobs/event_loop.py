@@ -65,7 +65,7 @@ class ConnectedThreads:
             return fn()
         except Exception as exc:
             if store.database_trouble(exc):
-                store.database().close()
+                store.jobs_connection().close()
             raise
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import models, router
+from django.db import DEFAULT_DB_ALIAS, models, router
 
 from .conf import jobs_database
 
@@ -36,8 +36,11 @@ class JobsRouter:
     def allow_migrate(
         self, db: str, app_label: str, model_name: str | None = None, **hints: Any
     ) -> bool | None:
+        jobs = jobs_database()
         if app_label == APP_LABEL:
-            return db == jobs_database()
+            return db == jobs
+        if db == jobs != DEFAULT_DB_ALIAS:
+            return False  # a jobs database of its own holds the jobs only
         return None
 
     @staticmethod

@@ -226,7 +226,7 @@ class Worker:
         except Exception as exc:
             if not self._interrupted(me, lease, exc):
                 raise
-            store.database().close()
+            store.jobs_connection().close()
             return None
         finally:
             with self._lock:
@@ -430,7 +430,7 @@ class Worker:
                 if not store.database_trouble(exc):
                     raise
                 tries += 1
-                store.database().close()
+                store.jobs_connection().close()
                 if (attempts is not None and tries >= attempts) or self.hurry.is_set():
                     logger.error("Worker %s: database unavailable (%s); giving up", self.worker_id, exc)
                     return None
@@ -473,7 +473,7 @@ def refresh_connection() -> None:
     Unlike a request, a worker does not reconnect for every job when ``CONN_MAX_AGE`` is 0, nor
     after a query that merely failed.
     """
-    _refresh(store.database())
+    _refresh(store.jobs_connection())
     if jobs_database() != DEFAULT_DB_ALIAS:
         _refresh(connections[DEFAULT_DB_ALIAS])
 

@@ -214,7 +214,7 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
 
     def get_list_select_related(self, request: HttpRequest) -> tuple[str, ...]:
         """The creators joined in, unless they live in another database than the jobs."""
-        creators_here = router.db_for_read(get_user_model()) == store.database().alias
+        creators_here = router.db_for_read(get_user_model()) == store.jobs_connection().alias
         return ("created_by",) if creators_here else ()
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -378,5 +378,5 @@ def searched_id(term: str) -> int | None:
     if match is None:
         return None
     pk = int(match[1])
-    low, high = store.database().ops.integer_field_range(Job._meta.pk.get_internal_type())
+    low, high = store.jobs_connection().ops.integer_field_range(Job._meta.pk.get_internal_type())
     return pk if low <= pk <= high else None

@@ -40,7 +40,7 @@ from .scheduling import (
     sync_schedules,
     tick_schedules,
 )
-from .sql import database
+from .sql import database as jobs_connection
 from .workers import (
     SeenWorker,
     new_worker_id,
@@ -63,7 +63,7 @@ __all__ = [
     "change_status_many",
     "children_wait_reason",
     "claim",
-    "database",
+    "jobs_connection",
     "database_now",
     "database_trouble",
     "declared_schedules",
