@@ -23,15 +23,15 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import store
-from .conf import get_setting, jobs_database, listen_database
+from .conf import get_setting, jobs_database
 from .draining import learn_due_kinds
 from .engine.async_runner import runs_async
 from .engine.runner import abandon, execute
+from .listening import RECONNECT_DELAYS, Listener, can_listen
 from .ops import wake_due_waits
 from .redaction import package_logger
 from .registry import has_async_kinds
 from .stop_signals import StopSignals
-from .store.sql import driver
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 logger = package_logger("django_durajobs.worker")
 
-RECONNECT_DELAYS = (0.5, 1, 2, 5, 10)
 SCHEDULE_TICK_SECONDS = 1.0  # how often each worker looks for due schedules
 KIND_LOOKUP_SECONDS = 5.0  # how often it looks for due jobs of kinds no @job registered (tasks)
 
@@ -116,13 +115,18 @@ class Worker:
             self._async.start()
         with self._lock:
             self._start_job_thread()  # more start as jobs keep the threads busy
-        listen_db = connections[listen_database()]
-        if listen_db.vendor == "postgresql" and driver(listen_db).__name__ == "psycopg":
-            self._start(self._listen, "durajobs-listen")
+        if can_listen():
+            listener = Listener(
+                self.worker_id, self.wake, self.stopping, self._listens, options.poll_interval
+            )
+            self._start(listener.run, "durajobs-listen")
         try:
             self._housekeep()
         finally:
             self._shut_down()
+
+    def _listens(self, listens: bool) -> None:
+        self._with_database(lambda: store.worker_listens(self.worker_id, listens), attempts=1)
 
     def stop(self, *, hurry: bool = False) -> None:
         """Stop claiming; with ``hurry``, release running jobs without waiting for them."""
@@ -440,30 +444,6 @@ class Worker:
                 )
                 if self.stopping.wait(delay) and attempts is None:
                     return None
-
-    def _listen(self) -> None:
-        """PostgreSQL: wake idle job threads as soon as a job is due (``pg_notify`` on commit)."""
-        tries = 0
-        while not self.stopping.is_set():
-            try:
-                # A connection of its own, outside Django's (and any pool's) management.
-                db = connections[listen_database()]
-                listener = driver(db).connect(**db.get_connection_params(), autocommit=True)
-                with listener:
-                    listener.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
-                    tries = 0
-                    self.wake.set()  # anything enqueued while we were not listening
-                    while not self.stopping.is_set():
-                        for _ in listener.notifies(timeout=1.0, stop_after=1):
-                            self.wake.set()
-            except Exception as exc:
-                if not self.stopping.is_set():
-                    tries += 1
-                    delay = RECONNECT_DELAYS[min(tries, len(RECONNECT_DELAYS)) - 1]
-                    logger.warning(
-                        "Worker %s: LISTEN connection lost (%s); polling meanwhile", self.worker_id, exc
-                    )
-                    self.stopping.wait(delay)
 
 
 def refresh_connection() -> None:

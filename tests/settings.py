@@ -137,6 +137,17 @@ if JOBS_DATABASE:
     DATABASES["jobs"] = _jobs
     DATABASE_ROUTERS = ["django_durajobs.routers.JobsRouter"]
 
+# DURAJOBS_TEST_LISTEN_DATABASE: a direct URL to the PostgreSQL server that DATABASE_URL reaches
+# through a pooler (scripts/pgbouncer); the workers LISTEN there (DURAJOBS["LISTEN_DATABASE"]).
+# The same database as default's: a mirror of it, which the test run does not create again.
+LISTEN_DATABASE = os.environ.get("DURAJOBS_TEST_LISTEN_DATABASE", "")
+if LISTEN_DATABASE:
+    DATABASES["listen"] = {
+        **dj_database_url.parse(LISTEN_DATABASE, conn_max_age=0),
+        "NAME": _default["NAME"],
+        "TEST": {"MIRROR": "default"},
+    }
+
 if os.environ.get("DURAJOBS_USE_TEST_DB") == "1":
     # The name pytest-django gives the test database: Django's creation.get_test_db_name()
     # (TEST["NAME"], else "test_" + NAME), with the xdist worker's suffix under pytest-xdist.
@@ -159,6 +170,8 @@ DURAJOBS: dict = {
     )
     if f"DURAJOBS_{key}" in os.environ
 }
+if LISTEN_DATABASE:
+    DURAJOBS["LISTEN_DATABASE"] = "listen"
 if JOBS_DATABASE:
     DURAJOBS["DATABASE"] = "jobs"
     SILENCED_SYSTEM_CHECKS = ["durajobs.W030"]  # what a database of their own costs: known here
