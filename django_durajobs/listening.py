@@ -40,7 +40,8 @@ def can_listen() -> bool:
 
 class Listener:
     """Sets ``wake`` on every notification until ``stopping`` is set; ``on_change(listens)``
-    says whether it hears them (for the workers table)."""
+    says whether it hears them (for the workers table), and closes this thread's connection to
+    the jobs database that the self-check opened."""
 
     def __init__(
         self,
@@ -94,10 +95,7 @@ class Listener:
 
     def _hears_itself(self, listener: Any) -> bool:
         payload = f"self-check:{secrets.token_hex(8)}"
-        try:
-            store.notify_due(payload)
-        finally:
-            store.jobs_connection().close()  # this thread's only use of it
+        store.notify_due(payload)  # through the jobs database, as every enqueue's
         deadline = time.monotonic() + SELF_CHECK_SECONDS
         while (left := deadline - time.monotonic()) > 0:
             for notification in listener.notifies(timeout=left, stop_after=1):

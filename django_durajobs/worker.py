@@ -126,7 +126,11 @@ class Worker:
             self._shut_down()
 
     def _listens(self, listens: bool) -> None:
-        self._with_database(lambda: store.worker_listens(self.worker_id, listens), attempts=1)
+        """The listener's word, written from its thread, which keeps no connection to the jobs."""
+        try:
+            self._with_database(lambda: store.worker_listens(self.worker_id, listens), attempts=1)
+        finally:
+            store.jobs_connection().close()
 
     def stop(self, *, hurry: bool = False) -> None:
         """Stop claiming; with ``hurry``, release running jobs without waiting for them."""
