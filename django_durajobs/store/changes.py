@@ -64,7 +64,7 @@ def change_status(job: Job, fields: dict[str, Any], log_line: str, **expected: A
 def update_shown_fields(job: Job, values: dict[str, Any]) -> None:
     """Write displayed fields (progress, label…) that leave the status as it is, and announce it."""
     Job.objects.filter(pk=job.pk).update(updated_at=timezone.now(), **values)
-    announce_change(job.pk, job.status, job.status)
+    announce_change(job.pk, job.status, job.status, using=jobs_database())
 
 
 def unmark_waiting_steps(job_ids: list[int]) -> None:
@@ -134,7 +134,7 @@ def changed_many(
     """``changed_to`` for jobs that made one change together: each parent is woken once."""
     parents = set()
     for job in jobs:
-        announce_change(job.pk, previous, status)
+        announce_change(job.pk, previous, status, using=jobs_database())
         if job.parent_id and status in SETTLED and status != previous:
             parents.add(job.parent_id)
         if fields and fields.get("waits_for_children"):
