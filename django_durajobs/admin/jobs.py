@@ -81,12 +81,18 @@ class WaitsForEventFilter(admin.SimpleListFilter):
         return queryset
 
 
+def creators_beside_jobs() -> bool:
+    """Whether the users live in the jobs' database, so that a query may join them in."""
+    return router.db_for_read(get_user_model()) == store.jobs_connection().alias
+
+
 class JobChangeList(ChangeList):
     """The list reads what its columns show, not each job's subject, results and offered actions;
     why a limit holds a job of the page back is counted once for the whole page."""
 
     def get_queryset(self, request, exclude_parameters=None):
-        return super().get_queryset(request, exclude_parameters).defer(*PAGE_ONLY_FIELDS, "actions")
+        jobs = super().get_queryset(request, exclude_parameters).defer(*PAGE_ONLY_FIELDS, "actions")
+        return jobs if creators_beside_jobs() else jobs.prefetch_related("created_by")
 
     def get_results(self, request):
         super().get_results(request)
@@ -213,9 +219,8 @@ class JobAdmin(JobActionsMixin, ConsoleMixin, JobPageMixin, admin.ModelAdmin):
     # Jobs are created by code and changed by operations, never edited as raw fields.
 
     def get_list_select_related(self, request: HttpRequest) -> tuple[str, ...]:
-        """The creators joined in, unless they live in another database than the jobs."""
-        creators_here = router.db_for_read(get_user_model()) == store.jobs_connection().alias
-        return ("created_by",) if creators_here else ()
+        """The creators joined in; from another database, one query for the page (the list's)."""
+        return ("created_by",) if creators_beside_jobs() else ()
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
