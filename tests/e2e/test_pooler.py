@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from django_durajobs import Job, Status, enqueue
 from django_durajobs.models import Worker
+from django_durajobs.testing import run_job
 from tests.helpers import log_of, stop_cleanly, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,3 +109,15 @@ def test_on_a_direct_connection_the_worker_listens_and_prepares(child_env, runjo
     stop_cleanly([worker])
     assert PREPARING_OFF not in log_of(worker)
     assert POLLS not in log_of(worker)
+
+
+def test_on_a_direct_connection_the_hot_path_is_prepared(db_vendor):
+    """The check that keeps a pooler from its prepared statements leaves a direct connection's on."""
+    if db_vendor != "postgresql" or through_a_pooler():
+        pytest.skip("needs a direct connection to PostgreSQL")
+    run_job(enqueue("lifecycle_quick")[0])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%durajobs_job%"]
+        )
+        assert cursor.fetchone()[0] > 0
