@@ -20,6 +20,7 @@ class DurajobsConfig(AppConfig):
     def ready(self) -> None:
         from . import (
             checks,  # noqa: F401  (registers the system checks)
+            database_checks,  # noqa: F401  (registers the jobs database's checks)
             facades,
         )
 

@@ -41,6 +41,8 @@ DEFAULTS: dict[str, Any] = {
     "WSGI_STREAM_RETRY_SECONDS": 2,
     "VERSION_WAIT_SECONDS": 30,
     "FAIR_QUEUES": (),
+    "DATABASE": "default",
+    "LISTEN_DATABASE": None,
 }
 
 #: ``settings.DURAJOBS`` itself (so a change made in place shows), once it was looked up.
@@ -53,6 +55,18 @@ def get_setting(name: str) -> Any:
     if _configured is None:
         _configured = getattr(settings, "DURAJOBS", {})
     return _configured.get(name, DEFAULTS[name])
+
+
+def jobs_database() -> str:
+    """The alias of the database that holds every row of the app's models (``DATABASE``)."""
+    alias: str = get_setting("DATABASE")
+    return alias
+
+
+def listen_database() -> str:
+    """The alias of the connection a worker LISTENs on: ``LISTEN_DATABASE``, else the jobs database."""
+    alias: str = get_setting("LISTEN_DATABASE") or get_setting("DATABASE")
+    return alias
 
 
 @receiver(setting_changed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from django.db import connection
+from django.db import connections
 
 from . import store
 from .conf import get_setting
@@ -112,7 +112,7 @@ class LeaseKeeper:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> LeaseKeeper:
-        if not connection.in_atomic_block:
+        if not store.jobs_connection().in_atomic_block:
             self._thread = threading.Thread(target=self._keep, name="durajobs-lease-keeper", daemon=True)
             self._thread.start()
         return self
@@ -131,4 +131,4 @@ class LeaseKeeper:
         except Exception:
             logger.exception("Job %s: renewing its lease failed", self.lease.job.pk)
         finally:
-            connection.close()
+            connections.close_all()

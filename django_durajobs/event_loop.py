@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import connection, connections
+from django.db import connections
 
 from . import store
 from .conf import get_setting
@@ -65,7 +65,7 @@ class ConnectedThreads:
             return fn()
         except Exception as exc:
             if store.database_trouble(exc):
-                connection.close()
+                store.jobs_connection().close()
             raise
 
     def close(self) -> None:

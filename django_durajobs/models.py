@@ -12,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from .awaitables import awaitable
 from .registry import facades
+from .routers import creator_deleted
 from .status import SETTLED, TERMINAL, WAITING, Phase, Status, StepState
 from .transitions import HELD_STATUSES
 from .values import EVENT_NAME_MAX_LENGTH
@@ -145,8 +146,9 @@ class Job(models.Model):
         verbose_name=_("created by"),
         null=True,
         blank=True,
-        on_delete=models.SET_NULL,
+        on_delete=creator_deleted,
         related_name="+",
+        db_constraint=False,  # the users may live in another database (DURAJOBS["DATABASE"])
         db_index=False,  # durajobs_created_by, which leaves out the jobs nobody created
     )
     actor_type = models.CharField(_("actor type"), max_length=20, default=ActorType.USER)

@@ -19,18 +19,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from . import store
-from .conf import get_setting
+from .conf import get_setting, jobs_database
 from .draining import learn_due_kinds
 from .engine.async_runner import runs_async
 from .engine.runner import abandon, execute
+from .listening import RECONNECT_DELAYS, Listener, can_listen
 from .ops import wake_due_waits
 from .redaction import package_logger
 from .registry import has_async_kinds
 from .stop_signals import StopSignals
-from .store.sql import driver
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 logger = package_logger("django_durajobs.worker")
 
-RECONNECT_DELAYS = (0.5, 1, 2, 5, 10)
 SCHEDULE_TICK_SECONDS = 1.0  # how often each worker looks for due schedules
 KIND_LOOKUP_SECONDS = 5.0  # how often it looks for due jobs of kinds no @job registered (tasks)
 
@@ -112,12 +112,22 @@ class Worker:
             self._async_jobs()
         with self._lock:
             self._start_job_thread()  # more start as jobs keep the threads busy
-        if connection.vendor == "postgresql" and driver(connection).__name__ == "psycopg":
-            self._start(self._listen, "durajobs-listen")
+        if can_listen():
+            listener = Listener(
+                self.worker_id, self.wake, self.stopping, self._listens, options.poll_interval
+            )
+            self._start(listener.run, "durajobs-listen")
         try:
             self._housekeep()
         finally:
             self._shut_down()
+
+    def _listens(self, listens: bool) -> None:
+        """The listener's word, written from its thread, which keeps no connection to the jobs."""
+        try:
+            self._with_database(lambda: store.worker_listens(self.worker_id, listens), attempts=1)
+        finally:
+            store.jobs_connection().close()
 
     def stop(self, *, hurry: bool = False) -> None:
         """Stop claiming; with ``hurry``, release running jobs without waiting for them."""
@@ -166,7 +176,7 @@ class Worker:
             self.crashed = True
             self.stop()
         finally:
-            connection.close()
+            connections.close_all()
 
     def _recover_at_start(self) -> None:
         predecessors = store.recover_predecessors(self.worker_id, store.worker_prefix(self.options.name))
@@ -232,7 +242,7 @@ class Worker:
         except Exception as exc:
             if not self._interrupted(me, lease, exc):
                 raise
-            connection.close()
+            store.jobs_connection().close()
             return None
         finally:
             with self._lock:
@@ -421,7 +431,7 @@ class Worker:
         self._with_database(lambda: store.worker_stopped(self.worker_id), attempts=3)
         if self._async is not None:
             self._async.stop()
-        connection.close()
+        connections.close_all()
         logger.info("Worker %s stopped", self.worker_id)
 
     # The database, and waiting for it ----------------------------------------------------------
@@ -436,7 +446,7 @@ class Worker:
                 if not store.database_trouble(exc):
                     raise
                 tries += 1
-                connection.close()
+                store.jobs_connection().close()
                 if (attempts is not None and tries >= attempts) or self.hurry.is_set():
                     logger.error("Worker %s: database unavailable (%s); giving up", self.worker_id, exc)
                     return None
@@ -447,37 +457,20 @@ class Worker:
                 if self.stopping.wait(delay) and attempts is None:
                     return None
 
-    def _listen(self) -> None:
-        """PostgreSQL: wake idle job threads as soon as a job is due (``pg_notify`` on commit)."""
-        tries = 0
-        while not self.stopping.is_set():
-            try:
-                # A connection of its own, outside Django's (and any pool's) management.
-                listener = driver(connection).connect(**connection.get_connection_params(), autocommit=True)
-                with listener:
-                    listener.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
-                    tries = 0
-                    self.wake.set()  # anything enqueued while we were not listening
-                    while not self.stopping.is_set():
-                        for _ in listener.notifies(timeout=1.0, stop_after=1):
-                            self.wake.set()
-            except Exception as exc:
-                if not self.stopping.is_set():
-                    tries += 1
-                    delay = RECONNECT_DELAYS[min(tries, len(RECONNECT_DELAYS)) - 1]
-                    logger.warning(
-                        "Worker %s: LISTEN connection lost (%s); polling meanwhile", self.worker_id, exc
-                    )
-                    self.stopping.wait(delay)
-
 
 def refresh_connection() -> None:
-    """Close this thread's connection if it broke, or if ``CONN_MAX_AGE`` (when positive) is up.
+    """Close this thread's connections (to the jobs database, and to ``default`` that jobs use)
+    if they broke, or if ``CONN_MAX_AGE`` (when positive) is up.
 
     Unlike a request, a worker does not reconnect for every job when ``CONN_MAX_AGE`` is 0, nor
     after a query that merely failed.
     """
-    db = connections[DEFAULT_DB_ALIAS]
+    _refresh(store.jobs_connection())
+    if jobs_database() != DEFAULT_DB_ALIAS:
+        _refresh(connections[DEFAULT_DB_ALIAS])
+
+
+def _refresh(db: BaseDatabaseWrapper) -> None:
     if db.connection is None:
         return
     if db.errors_occurred:

@@ -25,6 +25,8 @@ class Worker(models.Model):
     #: Its latest heartbeat, on the database's clock (as leases are judged).
     last_seen_at = models.DateTimeField(_("last heartbeat"))
     stopped_at = models.DateTimeField(_("stopped"), null=True, blank=True)
+    #: Whether it hears new jobs at once (PostgreSQL's LISTEN), rather than polls for them.
+    listens = models.BooleanField(_("listens"), default=False)
 
     class Meta:
         app_label = "django_durajobs"

@@ -55,6 +55,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.django_versions)
         if path.startswith("tests/e2e/"):
             item.add_marker(pytest.mark.e2e)
+    if os.environ.get("DURAJOBS_TEST_JOBS_DATABASE"):
+        _use_every_database(items)
+
+
+def _use_every_database(items: list[pytest.Item]) -> None:
+    """With the jobs in a database of their own (``DURAJOBS_TEST_JOBS_DATABASE``), every test that
+    uses a database (by a mark or a fixture) may use both: its ``django_db`` mark, again, with
+    every database."""
+    for item in items:
+        mark = item.get_closest_marker("django_db")
+        if mark is None and "_django_db_helper" not in getattr(item, "fixturenames", ()):
+            continue
+        kwargs = {**(mark.kwargs if mark else {}), "databases": "__all__"}
+        item.add_marker(pytest.mark.django_db(*(mark.args if mark else ()), **kwargs), append=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With the jobs in a database of their own, a test's ``override_settings(DURAJOBS=…)`` keeps
+    them there unless it says otherwise."""
+    if not os.environ.get("DURAJOBS_TEST_JOBS_DATABASE"):
+        return
+    from django.core.signals import setting_changed
+
+    setting_changed.connect(_keep_jobs_database, weak=False)
+
+
+def _keep_jobs_database(setting: str, value: object, **kwargs: object) -> None:
+    if setting == "DURAJOBS" and isinstance(value, dict):
+        value.setdefault("DATABASE", "jobs")
 
 
 @pytest.fixture(scope="session")
@@ -66,12 +95,12 @@ def django_db_modify_db_settings(django_db_modify_db_settings, django_db_keepdb)
     """
     from django.conf import settings
 
-    db = settings.DATABASES["default"]
-    if db["ENGINE"] == "django.db.backends.sqlite3" and not django_db_keepdb:
-        name = db.get("TEST", {}).get("NAME")
-        if name:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{name}{suffix}").unlink(missing_ok=True)
+    for db in settings.DATABASES.values():
+        if db["ENGINE"] == "django.db.backends.sqlite3" and not django_db_keepdb:
+            name = db.get("TEST", {}).get("NAME")
+            if name:
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{name}{suffix}").unlink(missing_ok=True)
 
 
 @pytest.fixture

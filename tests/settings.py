@@ -117,14 +117,44 @@ elif _engine == "django.db.backends.mysql":
     }
     _default["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
 
+DATABASES = {"default": _default}  # CONN_MAX_AGE 0: a new connection per request/thread
+
+# DURAJOBS_TEST_JOBS_DATABASE: the jobs in a database of their own, the alias "jobs"
+# (DURAJOBS["DATABASE"]): a URL, or "1" for one beside the default's (SQLite: a file next to
+# it; PostgreSQL and MySQL: its NAME with "_jobs" after it). Run any test file this way; the
+# django_db marks then reach every database (tests/conftest.py).
+JOBS_DATABASE = os.environ.get("DURAJOBS_TEST_JOBS_DATABASE", "")
+if JOBS_DATABASE:
+    _jobs = {**_default, "OPTIONS": dict(_default.get("OPTIONS", {})), "TEST": dict(_default.get("TEST", {}))}
+    if JOBS_DATABASE != "1":
+        _jobs.update(dj_database_url.parse(JOBS_DATABASE, conn_max_age=0))
+    elif _engine == "django.db.backends.sqlite3":
+        _jobs["NAME"] = str(Path(_default["NAME"]).with_name("jobs.sqlite3"))
+    else:
+        _jobs["NAME"] = f"{_default['NAME']}_jobs"
+    if _engine == "django.db.backends.sqlite3":
+        _jobs["TEST"] = {"NAME": str(SQLITE_TEST_PATH.with_name("test-jobs.sqlite3"))}
+    DATABASES["jobs"] = _jobs
+    DATABASE_ROUTERS = ["django_durajobs.routers.JobsRouter"]
+
+# DURAJOBS_TEST_LISTEN_DATABASE: a direct URL to the PostgreSQL server that DATABASE_URL reaches
+# through a pooler (scripts/pgbouncer); the workers LISTEN there (DURAJOBS["LISTEN_DATABASE"]).
+# The same database as default's: a mirror of it, which the test run does not create again.
+LISTEN_DATABASE = os.environ.get("DURAJOBS_TEST_LISTEN_DATABASE", "")
+if LISTEN_DATABASE:
+    DATABASES["listen"] = {
+        **dj_database_url.parse(LISTEN_DATABASE, conn_max_age=0),
+        "NAME": _default["NAME"],
+        "TEST": {"MIRROR": "default"},
+    }
+
 if os.environ.get("DURAJOBS_USE_TEST_DB") == "1":
     # The name pytest-django gives the test database: Django's creation.get_test_db_name()
     # (TEST["NAME"], else "test_" + NAME), with the xdist worker's suffix under pytest-xdist.
-    _test_name = _default.get("TEST", {}).get("NAME") or f"test_{_default['NAME']}"
-    _xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
-    _default["NAME"] = f"{_test_name}_{_xdist_worker}" if _xdist_worker else _test_name
-
-DATABASES = {"default": _default}  # CONN_MAX_AGE 0: a new connection per request/thread
+    for _db in DATABASES.values():
+        _test_name = _db.get("TEST", {}).get("NAME") or f"test_{_db['NAME']}"
+        _xdist_worker = os.environ.get("PYTEST_XDIST_WORKER")
+        _db["NAME"] = f"{_test_name}_{_xdist_worker}" if _xdist_worker else _test_name
 
 # django-durajobs: the documented defaults, except that a test may shorten the timing settings for
 # the worker processes it starts through their environment (DURAJOBS_LEASE_SECONDS=2, ...), so a
@@ -144,6 +174,11 @@ DURAJOBS: dict = {
 }
 if os.environ.get("DURAJOBS_STREAM_NOTIFY") == "1":  # uvicorn and workers that announce job changes
     DURAJOBS["STREAM_NOTIFY"] = True
+if LISTEN_DATABASE:
+    DURAJOBS["LISTEN_DATABASE"] = "listen"
+if JOBS_DATABASE:
+    DURAJOBS["DATABASE"] = "jobs"
+    SILENCED_SYSTEM_CHECKS = ["durajobs.W030"]  # what a database of their own costs: known here
 if "DURAJOBS_QUEUE_LIMITS" in os.environ:  # JSON: {"queue": limit}
     DURAJOBS["QUEUE_LIMITS"] = json.loads(os.environ["DURAJOBS_QUEUE_LIMITS"])
 

@@ -153,9 +153,18 @@ def stats(output: Output, stats: dict[str, Any]) -> None:
     else:
         output.line(_("No job is due."))
     output.line()
-    workers = [[seen["worker_id"], seen["jobs"], moment(seen["last_seen"])] for seen in stats["workers"]]
+    workers = [
+        [
+            seen["worker_id"],
+            seen["jobs"],
+            _("listens") if seen["listens"] else _("polls"),
+            moment(seen["last_seen"]),
+        ]
+        for seen in stats["workers"]
+    ]
     if workers:
-        output.table([_("Worker"), _("Jobs"), _("Last seen")], workers, title=_("Workers seen lately"))
+        headers = [_("Worker"), _("Jobs"), _("Wake-up"), _("Last seen")]
+        output.table(headers, workers, title=_("Workers seen lately"))
     else:
         output.line(_("No worker holds a job."))
 

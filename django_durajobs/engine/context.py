@@ -10,7 +10,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction
-from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -23,6 +22,7 @@ from ..redaction import describe_exception, shown_text
 from ..registry import JobKind, name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
 from ..store import StepRowMissing, children_wait_reason, database_trouble, enqueue, open_children
+from ..store.database import step_transaction
 from ..transitions import Event, allows
 from ..values import check_message, label, readable_id, short_repr, to_json, to_timeout
 from .describe import children_summary
@@ -279,7 +279,7 @@ class JobContext:
     def run_step(self, opened: OpenStep, fn: Callable[[], T], atomic: bool = False) -> T:
         """Call ``fn`` and checkpoint its result (with ``atomic``, in one transaction)."""
         if atomic:
-            with transaction.atomic():
+            with step_transaction():
                 return self.keep_result(opened, fn())
         return self.keep_result(opened, fn())
 

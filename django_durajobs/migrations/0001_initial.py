@@ -146,6 +146,7 @@ class Migration(migrations.Migration):
                     "created_by",
                     models.ForeignKey(
                         blank=True,
+                        db_constraint=False,  # the users may live in another database (0015)
                         null=True,
                         on_delete=django.db.models.deletion.SET_NULL,
                         related_name="+",

@@ -22,6 +22,7 @@ class Migration(migrations.Migration):
             name="created_by",
             field=models.ForeignKey(
                 blank=True,
+                db_constraint=False,  # the users may live in another database (0015)
                 db_index=False,
                 null=True,
                 on_delete=django.db.models.deletion.SET_NULL,

@@ -10,11 +10,12 @@ from .changes import (
     NOTIFY_CHANNEL,
     change_status,
     change_status_many,
+    notify_due,
     unmark_waiting_steps,
     update_shown_fields,
 )
 from .claiming import due_jobs_with_subject_key, due_kinds_not_in
-from .database import DatabaseNow, database_now, database_trouble, new_token
+from .database import DatabaseNow, database_now, database_trouble, new_token, step_transaction
 from .enqueuing import enqueue, enqueue_many
 from .events import (
     event_wait_reason,
@@ -41,12 +42,14 @@ from .scheduling import (
     sync_schedules,
     tick_schedules,
 )
+from .sql import database as jobs_connection
 from .workers import (
     SeenWorker,
     new_worker_id,
     register_worker,
     version_unserved,
     worker_alive,
+    worker_listens,
     worker_prefix,
     worker_stopped,
     workers_seen,
@@ -64,6 +67,7 @@ __all__ = [
     "change_status_many",
     "children_wait_reason",
     "claim",
+    "jobs_connection",
     "database_now",
     "database_trouble",
     "declared_schedules",
@@ -82,6 +86,7 @@ __all__ = [
     "held_back_reasons",
     "new_token",
     "new_worker_id",
+    "notify_due",
     "open_children",
     "prune",
     "prune_events",
@@ -96,6 +101,7 @@ __all__ = [
     "set_schedules_enabled",
     "step_counts",
     "subject_keys",
+    "step_transaction",
     "sync_schedules",
     "tick_schedules",
     "trim_log",
@@ -106,6 +112,7 @@ __all__ = [
     "wake_forgotten_parents",
     "worker_alive",
     "waiters",
+    "worker_listens",
     "worker_prefix",
     "worker_stopped",
     "workers_seen",

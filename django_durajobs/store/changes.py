@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from ..conf import get_setting
+from ..conf import get_setting, jobs_database
 from ..models import Job, JobLog, JobStep
 from ..status import SETTLED, StepState
 from ..transitions import ATTEMPT_COUNTED, ATTEMPT_GIVEN_BACK, DUE_STATUSES, ONE_MORE_TRY, Marker
-from . import events, family  # cycles (a change made here may wake a job there): imported whole
+from . import events, family, sql  # events and family: cycles (a change here may wake a job there)
 from .announcing import announce_change
 from .log import append_log, clean_log_line, log_each, trim_log
 
@@ -38,8 +38,9 @@ def written(fields: dict[str, Any]) -> dict[str, Any]:
 
 def notify_due(queue: str) -> None:
     """Tell idle PostgreSQL workers a job of ``queue`` is due (delivered when the transaction commits)."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+    db = sql.database()
+    if db.vendor == "postgresql":
+        with db.cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
 
 
@@ -47,7 +48,7 @@ def change_status(job: Job, fields: dict[str, Any], log_line: str, **expected: A
     """Apply ``fields`` if the job still has the status it was read with (and ``expected``
     values), with ``log_line`` unless it is empty; False if it moved on."""
     fields = written(fields)
-    with transaction.atomic():
+    with transaction.atomic(using=jobs_database()):
         unchanged = Job.objects.filter(pk=job.pk, status=job.status, **expected)
         changed = unchanged.update(updated_at=timezone.now(), **fields)
         if changed and log_line:
@@ -63,7 +64,7 @@ def change_status(job: Job, fields: dict[str, Any], log_line: str, **expected: A
 def update_shown_fields(job: Job, values: dict[str, Any]) -> None:
     """Write displayed fields (progress, label…) that leave the status as it is, and announce it."""
     Job.objects.filter(pk=job.pk).update(updated_at=timezone.now(), **values)
-    announce_change(job.pk, job.status, job.status)
+    announce_change(job.pk, job.status, job.status, using=jobs_database())
 
 
 def unmark_waiting_steps(job_ids: list[int]) -> None:
@@ -93,7 +94,7 @@ def change_status_many(
     line = clean_log_line(log_line)
     fields = written(fields)
     try:
-        with transaction.atomic():
+        with transaction.atomic(using=jobs_database()):
             unchanged = Job.objects.filter(pk__in=ids, status=status, **expected)
             if unchanged.update(updated_at=now, **fields) != len(ids):
                 raise _MovedOn
@@ -133,7 +134,7 @@ def changed_many(
     """``changed_to`` for jobs that made one change together: each parent is woken once."""
     parents = set()
     for job in jobs:
-        announce_change(job.pk, previous, status)
+        announce_change(job.pk, previous, status, using=jobs_database())
         if job.parent_id and status in SETTLED and status != previous:
             parents.add(job.parent_id)
         if fields and fields.get("waits_for_children"):

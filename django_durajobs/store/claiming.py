@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
+from ..conf import jobs_database
 from ..models import Job
 from ..registry import known_kinds
 from ..status import Status
@@ -131,7 +132,7 @@ def _claim_locked(
     take = take_statement(db, status)
     prepared_now = sql.prepared_datetime(db, now)
     for _ in range(10):
-        with transaction.atomic():
+        with transaction.atomic(using=jobs_database()):
             params = [*pick_params(status, kinds, queues, prepared_now, passed_over), *only_if[1]]
             rows = sql.fetch(db, pick, params)
             if not rows:

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import DateTimeField, Func
 from django.db.models.sql.compiler import SQLCompiler
 from django.utils import timezone
 
+from ..conf import jobs_database
 from ..models import Job
+from ..redaction import package_logger
 from . import sql
+
+logger = package_logger("django_durajobs.store")
 
 
 class DatabaseNow(Func):
@@ -54,12 +60,50 @@ def database_now_sql(db: BaseDatabaseWrapper) -> str:
 
 def database_now() -> datetime:
     """The database server's current time, as an aware datetime."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {database_now_sql(connection)}", [])
+    db = sql.database()
+    with db.cursor() as cursor:
+        cursor.execute(f"SELECT {database_now_sql(db)}", [])
         raw = cursor.fetchone()[0]
     if isinstance(raw, str):
         raw = datetime.fromisoformat(raw)
     return raw if timezone.is_aware(raw) else timezone.make_aware(raw, UTC)
+
+
+@contextmanager
+def step_transaction() -> Iterator[None]:
+    """The transaction of an ``atomic=True`` step: its own rows and its checkpoint together.
+
+    With a jobs database of its own (``DATABASE``), no commit spans both: the step's rows (on
+    ``default``) commit first, then its checkpoint. A crash between the two commits runs the
+    step again, as it would a step without ``atomic``; a step that fails rolls back both.
+    """
+    jobs = jobs_database()
+    if jobs == DEFAULT_DB_ALIAS:
+        with transaction.atomic():
+            yield
+        return
+    with transaction.atomic(using=jobs), transaction.atomic(using=DEFAULT_DB_ALIAS):
+        yield
+
+
+_warned_outside = False
+
+
+def warn_if_outside_callers_transaction() -> None:
+    """Say once per process that a job enqueued inside a transaction of ``default`` is not part
+    of it when the jobs live in a database of their own: it stays, and may even start, whatever
+    that transaction does (``transaction.on_commit(lambda: enqueue(...))`` waits for it)."""
+    global _warned_outside
+    if _warned_outside or jobs_database() == DEFAULT_DB_ALIAS:
+        return
+    if connections[DEFAULT_DB_ALIAS].in_atomic_block and not sql.database().in_atomic_block:
+        _warned_outside = True
+        logger.warning(
+            "A job was enqueued inside a transaction of the 'default' database, but jobs live in "
+            "the database %r (DURAJOBS['DATABASE']): the job is committed now, whatever that "
+            "transaction does. Enqueue in transaction.on_commit() to wait for it.",
+            jobs_database(),
+        )
 
 
 #: PostgreSQL: a condition that makes the statement's commit not wait for the disk (see ``no_flush``).
@@ -111,6 +155,7 @@ def database_trouble(exc: BaseException) -> bool:
     if not isinstance(exc, OperationalError):
         return False
     cause = exc.__cause__
+    connection = sql.database()
     if connection.vendor == "postgresql":
         sqlstate = getattr(cause, "sqlstate", None)
         # No SQLSTATE: the client lost the server. 08: connection exceptions. 57P: the server

@@ -19,6 +19,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from ..conf import jobs_database
 from ..models import Event, Job
 from ..status import Phase, Status
 from ..transitions import Event as Change
@@ -45,7 +46,7 @@ def send_event(name: str, payload: Any = None, *, sent_by: str = "") -> bool:
     name = to_event_name(name)
     payload = to_event_payload(payload)
     try:
-        with transaction.atomic():
+        with transaction.atomic(using=jobs_database()):
             Event.objects.create(name=name, payload=payload, sent_by=sent_by[:255])
         sent = True
     except IntegrityError:

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 from django.utils import timezone
@@ -23,6 +23,7 @@ from ..status import Phase, Status, StepState
 from ..values import short_repr
 from . import sql
 from .changes import NOTIFY_CHANNEL, notify_due
+from .database import warn_if_outside_callers_transaction
 
 
 def insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
@@ -31,6 +32,7 @@ def insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
     if not rows:
         return []
     _check_creators(rows)
+    warn_if_outside_callers_transaction()
     trace_context = telemetry.traceparent()
     for row in rows:
         row["traceparent"] = trace_context
@@ -42,8 +44,8 @@ def insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
     if db.vendor == "postgresql":
         return _insert_in_one_statement(db, definition, rows, now, due_queues)
     jobs = [Job(**row) for row in rows]
-    with transaction.atomic():
-        if connection.features.can_return_rows_from_bulk_insert:
+    with transaction.atomic(using=db.alias):
+        if db.features.can_return_rows_from_bulk_insert:
             Job.objects.bulk_create(jobs, batch_size=1000)
         else:  # MySQL does not hand back the new ids of a multi-row insert
             for job in jobs:

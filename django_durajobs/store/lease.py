@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from ..conf import get_setting
+from ..conf import get_setting, jobs_database
 from ..errors import LeaseLost
 from ..models import Job, JobLog, JobStep
 from ..registry import known_kinds
@@ -168,7 +168,7 @@ class Lease:
             setattr(step, name, value)
         self._renew_if_due()
         if create:
-            with transaction.atomic():
+            with transaction.atomic(using=jobs_database()):
                 stop = self.stop_requested()
                 if stop is None:
                     step.save(force_insert=True)
@@ -208,7 +208,7 @@ class Lease:
     def log(self, line: Any) -> None:
         """Add a line; a run that keeps logging has its log trimmed as it goes, so the job never
         holds more than a tenth over ``LOG_LINES_KEPT`` lines."""
-        with transaction.atomic():
+        with transaction.atomic(using=jobs_database()):
             self.renew()
             append_log(self.job.pk, line)
             self._lines_untrimmed += 1

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from ..conf import jobs_database
 from ..models import FinishedTally, Job, TallyMark
 from ..status import TERMINAL, Status
 from .overview import due_lags
@@ -92,7 +93,7 @@ def advance_tallies() -> int:
         _add(added.setdefault((kind, status), Tally()), started_at, ended_at)  # type: ignore[arg-type]
     last_id, last_end = rows[-1][0], rows[-1][4]
     try:
-        with transaction.atomic():
+        with transaction.atomic(using=jobs_database()):
             moved = TallyMark.objects.filter(pk=mark.pk, ended_at=mark.ended_at, job_id=mark.job_id).update(
                 ended_at=last_end, job_id=last_id
             )

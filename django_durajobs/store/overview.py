@@ -167,6 +167,7 @@ def job_stats() -> dict[str, Any]:
                 "last_seen": seen.last_seen_at.isoformat(),
                 "stale": seen.stale,
                 "stopped": seen.stopped_at is not None,
+                "listens": seen.listens,
             }
             for seen in workers_seen(SEEN_LATELY)
         ],

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from ..conf import get_setting
+from ..conf import get_setting, jobs_database
 from ..models import Job, JobStep
 from ..status import Status, StepState
 from ..transitions import Event, transition
@@ -88,7 +88,7 @@ def release(job: Job, why: str, extra: Q | None = None) -> int:
                 "worker": job.locked_by
             }
     status = fields["status"]
-    with transaction.atomic():
+    with transaction.atomic(using=jobs_database()):
         fence = Job.objects.held().filter(pk=job.pk, lease_token=job.lease_token)
         if extra is not None:
             fence = fence.filter(extra)

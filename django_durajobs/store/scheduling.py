@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..conf import get_setting
+from ..conf import get_setting, jobs_database
 from ..errors import JobError
 from ..models import Job, Schedule
 from ..redaction import package_logger
@@ -74,7 +74,7 @@ def sync_schedules(now: datetime | None = None) -> None:
         row = rows.get(name)
         if row is None:
             try:
-                with transaction.atomic():
+                with transaction.atomic(using=jobs_database()):
                     Schedule.objects.create(
                         name=name, source=source, next_run_at=spec.next_after(now), **values
                     )
@@ -133,7 +133,7 @@ def _tick(row: Schedule, now: datetime, grace: timedelta) -> int:
     moved = dict(next_run_at=plan.next_moment)
     if plan.moments:
         moved["last_run_at"] = plan.moments[-1]
-    with transaction.atomic():
+    with transaction.atomic(using=jobs_database()):
         # The row lock decides: a worker that read the same next_run_at updates nothing.
         if not Schedule.objects.filter(pk=row.pk, enabled=True, next_run_at=row.next_run_at).update(**moved):
             return 0

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any, TypeVar, cast
 from weakref import WeakKeyDictionary
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import connections
 from django.db import transaction as django_transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
@@ -29,7 +29,8 @@ from django.db.models.fields.related import RelatedField
 from django.db.models.signals import post_init, pre_init
 from django.db.models.sql import UpdateQuery
 
-from ..conf import get_setting
+from ..conf import get_setting, jobs_database
+from . import pooling
 
 M = TypeVar("M", bound=Model)
 T = TypeVar("T")
@@ -44,8 +45,8 @@ _FORMAT_PLACEHOLDER = re.compile(r"(?<!%)%s")
 
 
 def database() -> BaseDatabaseWrapper:
-    """This thread's default connection (``django.db.connection`` looks it up on every attribute)."""
-    return connections[DEFAULT_DB_ALIAS]
+    """This thread's connection to the jobs database (``DURAJOBS["DATABASE"]``)."""
+    return connections[jobs_database()]
 
 
 def driver(db: BaseDatabaseWrapper) -> ModuleType:
@@ -113,6 +114,7 @@ def _execute(
         db.vendor == "postgresql"
         and db.Database.__name__ == "psycopg"  # type: ignore[attr-defined]  # driver(db), inlined
         and get_setting("PREPARED_STATEMENTS")
+        and pooling.preparing_allowed
     )
     if not (db.vendor == "sqlite" or preparing) or db.queries_logged or db.execute_wrappers:
         with db.cursor() as cursor:
@@ -179,6 +181,8 @@ def _preparing_cursor(db: BaseDatabaseWrapper) -> Any:
     raw = db.connection
     cursor = _cursors.get(raw)
     if cursor is None or cursor.closed:
+        if not pooling.may_prepare_on(raw):  # through a pooler, or not to be told inside a transaction
+            return raw.cursor()
         if raw.prepare_threshold is None:  # Django's default: psycopg would then prepare nothing
             raw.prepare_threshold = NOT_BY_COUNT
         cursor = _preparing_cursor_class(driver(db))(raw)

@@ -66,6 +66,11 @@ def worker_alive(worker_id: str, queues: Iterable[str], concurrency: int) -> Non
         register_worker(worker_id, queues, concurrency)
 
 
+def worker_listens(worker_id: str, listens: bool) -> None:
+    """Whether the worker hears new jobs at once, or polls for them (the console shows it)."""
+    Worker.objects.filter(worker_id=worker_id).update(listens=listens)
+
+
 def worker_stopped(worker_id: str) -> None:
     Worker.objects.filter(worker_id=worker_id).update(stopped_at=DatabaseNow(), last_seen_at=DatabaseNow())
 
@@ -93,6 +98,7 @@ class SeenWorker:
     stopped_at: datetime | None
     #: Not seen for longer than a lease lasts, and not stopped: it probably died.
     stale: bool
+    listens: bool
     running: int
     running_ids: list[int]
 
@@ -121,6 +127,7 @@ def workers_seen(since: datetime | timedelta) -> list[SeenWorker]:
             last_seen_at=row.last_seen_at,
             stopped_at=row.stopped_at,
             stale=row.stopped_at is None and now - row.last_seen_at > lease,
+            listens=row.listens,
             running=counts.get(row.worker_id, 0),
             running_ids=named.get(row.worker_id, []),
         )

@@ -11,6 +11,7 @@ from django.core import checks
 from django.db import transaction
 from django.utils.module_loading import import_string
 
+from ..conf import jobs_database
 from ..errors import JobError
 from ..registry import MAX_ATTEMPTS_LIMIT, NAME_MAX_LENGTH, max_attempts_problem
 from ..status import Phase
@@ -150,7 +151,9 @@ class DurableBackend(BaseTaskBackend):
         )
         result = task_result(job, task) if created else read_result(job, task)
         if created:
-            transaction.on_commit(lambda: task_enqueued.send(type(self), task_result=result))
+            transaction.on_commit(
+                lambda: task_enqueued.send(type(self), task_result=result), using=jobs_database()
+            )
         return result
 
     def get_result(self, result_id: str) -> TaskResult:

@@ -41,6 +41,7 @@ LAYERS = (
             "awaitables",
             "answers",
             "signals",
+            "routers",
         ),
     ),
     ("models", ("models", "worker_rows", "tallies", "registry", "migrations")),
