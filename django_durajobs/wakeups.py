@@ -17,6 +17,11 @@ CHECK_SECONDS = 0.005
 RETRY_SECONDS = 1.0
 
 
+def is_a_file(path: str) -> bool:
+    """Whether the SQLite database ``path`` names is a file (others could write it), not in memory."""
+    return path != ":memory:" and "mode=memory" not in path
+
+
 def watch_sqlite(path: str, wake: threading.Event, stopping: threading.Event) -> None:
     """Set ``wake`` whenever another connection commits to the SQLite file at ``path``, until
     ``stopping`` is set.

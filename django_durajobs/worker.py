@@ -31,7 +31,7 @@ from .redaction import package_logger
 from .registry import has_async_kinds
 from .stop_signals import StopSignals
 from .store.sql import driver
-from .wakeups import watch_sqlite
+from .wakeups import is_a_file, watch_sqlite
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -115,8 +115,7 @@ class Worker:
             self._start_job_thread()  # more start as jobs keep the threads busy
         if connection.vendor == "postgresql" and driver(connection).__name__ == "psycopg":
             self._start(self._listen, "durajobs-listen")
-        elif connection.vendor == "sqlite" and not connection.is_in_memory_db():
-            path = str(connection.settings_dict["NAME"])
+        elif connection.vendor == "sqlite" and is_a_file(path := str(connection.settings_dict["NAME"])):
             self._start(lambda: watch_sqlite(path, self.wake, self.stopping), "durajobs-watch")
         try:
             self._housekeep()
