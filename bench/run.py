@@ -45,6 +45,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--workload", action="append", default=[], metavar="NAME", help="only this workload (repeatable)"
     )
+    parser.add_argument(
+        "--check-targets",
+        action="store_true",
+        help="exit 1 when a figure misses half its target (bench/targets.py): a broken path, not noise",
+    )
     args = parser.parse_args(argv)
     try:
         args.server = Target.parse(args.database)
@@ -76,7 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     path = args.json or REPO_ROOT / "bench" / "results" / f"{target.vendor}-{started:%Y%m%d-%H%M%S}.json"
     write_json(path, meta, figures, failures)
     print(f"\nJSON: {path}")
-    return 1 if failures else 0
+    missed = check_targets(target.vendor, figures) if args.check_targets else []
+    return 1 if failures or missed else 0
+
+
+def check_targets(vendor: str, figures: list) -> list[str]:
+    from bench.targets import missed_by_half
+
+    missed = missed_by_half(vendor, figures)
+    for line in missed:
+        print(f"MISSED: {line}", file=sys.stderr)
+    return missed
 
 
 def run_workloads(args: argparse.Namespace, target: Target) -> tuple[list, dict[str, str], dict]:

@@ -313,15 +313,16 @@ def run_queued(bench: Bench, kind: str, concurrency: int = 1, processes: int = 0
 def wake_up(bench: Bench) -> list[Figure]:
     """How long a job waits for an idle worker: from the ``enqueue()`` call to its ``started_at``.
 
-    PostgreSQL wakes the worker with ``NOTIFY`` (the poll interval is 5 s, so a missed wake-up
-    shows); its ceiling is a raw ``LISTEN``/``NOTIFY`` round trip. Elsewhere the worker polls,
-    every 0.05 s here, and there is no ceiling to compare with.
+    PostgreSQL wakes the worker with ``NOTIFY``, SQLite with the file's change counter (the poll
+    interval is 5 s, so a missed wake-up shows); PostgreSQL's ceiling is a raw ``LISTEN``/``NOTIFY``
+    round trip. MariaDB's worker polls, every 0.05 s here, and there is no ceiling to compare with.
     """
     notify = connection.vendor == "postgresql"
+    woken = notify or connection.vendor == "sqlite"
     bench.reset()
     latencies = []
     rng = random.Random(7)  # gaps that do not fall into step with a poll interval
-    with idle_worker("--poll-interval", "5" if notify else "0.05"):
+    with idle_worker("--poll-interval", "5" if woken else "0.05"):
         for sample in range(bench.sizes.wakeups + 1):  # the first one only shows the worker is up
             time.sleep(rng.uniform(0.02, 0.12))
             start = time.time()
@@ -332,7 +333,13 @@ def wake_up(bench: Bench) -> list[Figure]:
             if sample:
                 latencies.append((started_at.timestamp() - start) * 1000)
     raw = raw_notify_round_trips(bench.target, bench.sizes.wakeups) if notify else None
-    note = "raw: LISTEN/NOTIFY round trip" if notify else "no NOTIFY here: runjobs --poll-interval 0.05 polls"
+    note = (
+        "raw: LISTEN/NOTIFY round trip"
+        if notify
+        else "woken by PRAGMA data_version, polls every 5 s"
+        if woken
+        else "no NOTIFY here: runjobs --poll-interval 0.05 polls"
+    )
     figures = []
     for p in (50, 95):
         ceiling = percentile(raw, p) if raw else None

@@ -106,7 +106,7 @@ def text_problem(text: str) -> str | None:
     return None
 
 
-def check_text(text: str, what: str) -> str:
+def check_text(text: str, what: str | Promise) -> str:
     problem = text_problem(text)
     if problem:
         raise JobError(

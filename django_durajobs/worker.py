@@ -32,6 +32,7 @@ from .ops import wake_due_waits
 from .redaction import package_logger
 from .registry import has_async_kinds
 from .stop_signals import StopSignals
+from .wakeups import is_a_file, watch_sqlite
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -117,6 +118,10 @@ class Worker:
                 self.worker_id, self.wake, self.stopping, self._listens, options.poll_interval
             )
             self._start(listener.run, "durajobs-listen")
+        elif (db := store.jobs_connection()).vendor == "sqlite" and is_a_file(
+            path := str(db.settings_dict["NAME"])
+        ):
+            self._start(lambda: watch_sqlite(path, self.wake, self.stopping), "durajobs-watch")
         try:
             self._housekeep()
         finally:

@@ -12,7 +12,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 from django.db.models import Model
 from django.utils import timezone
+from django.utils.functional import Promise
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from ..conf import get_setting
 from ..errors import JobError
@@ -28,11 +30,27 @@ from .inserting import insert_rows
 INITIAL_STATUSES = frozenset({Status.QUEUED}) | WAITING
 
 
+class _InputNames:
+    """What the checks call each input, translated only when a message names it: made once, not
+    for every job of an ``enqueue_many``."""
+
+    subject = gettext_lazy("The subject")
+    idempotency_key = gettext_lazy("The idempotency key")
+    label = gettext_lazy("The label")
+    queue = gettext_lazy("The queue")
+    timeout = gettext_lazy("The timeout")
+    actor_type = gettext_lazy("The actor type")
+    group_id = gettext_lazy("The group id")
+    subject_type = gettext_lazy("The subject type")
+    subject_id = gettext_lazy("The subject id")
+    concurrency_key = gettext_lazy("The concurrency key")
+
+
 def _refuse(message: str) -> JobError:
     return JobError("invalid_input", message)
 
 
-def _optional_text(value: Any, name: str, max_length: int = 255) -> str:
+def _optional_text(value: Any, name: str | Promise, max_length: int = 255) -> str:
     if value is None:
         return ""
     text = str(value)
@@ -238,14 +256,16 @@ def _checked_fields(
     """
     definition = kind if isinstance(kind, JobKind) else get_kind(kind)
     subject = to_json(
-        {} if subject is None else subject, what=_("The subject"), max_bytes=get_setting("MAX_SUBJECT_BYTES")
+        {} if subject is None else subject,
+        what=_InputNames.subject,
+        max_bytes=get_setting("MAX_SUBJECT_BYTES"),
     )
     if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key.strip()):
         raise _refuse(
             _("An idempotency key must be a non-blank string, not %(value)s.")
             % {"value": repr(idempotency_key)}
         )
-    key = _optional_text(idempotency_key, _("The idempotency key")) or None
+    key = _optional_text(idempotency_key, _InputNames.idempotency_key) or None
     if max_attempts is not None and (problem := max_attempts_problem(max_attempts)):
         raise _refuse(problem)
     if priority is not None and (
@@ -267,21 +287,21 @@ def _checked_fields(
     fields = dict(
         kind=definition.name,
         kind_version=definition.version,
-        label=_optional_text(label, _("The label")) or str(definition.title)[:255],
+        label=_optional_text(label, _InputNames.label) or str(definition.title)[:255],
         status=status,
         subject=subject,
-        queue=_optional_text(queue, _("The queue"), 100) or definition.queue,
+        queue=_optional_text(queue, _InputNames.queue, 100) or definition.queue,
         priority=definition.priority if priority is None else priority,
         max_attempts=max_attempts or definition.max_attempts,
-        timeout=definition.timeout if timeout is None else to_timeout(timeout, _("The timeout")),
+        timeout=definition.timeout if timeout is None else to_timeout(timeout, _InputNames.timeout),
         # A waiting job's next_run_at is when it wakes by itself: only if asked for.
         next_run_at=_run_at(run_at, now) if status == Status.QUEUED or run_at is not None else None,
         idempotency_key=key,
         created_by_id=_creator_id(created_by),
-        actor_type=_optional_text(actor_type, _("The actor type"), 20) or Job.ActorType.USER,
-        group_id=_optional_text(group_id, _("The group id")),
-        subject_type=_optional_text(subject_type, _("The subject type"), 100),
-        subject_id=_optional_text(subject_id, _("The subject id")),
+        actor_type=_optional_text(actor_type, _InputNames.actor_type, 20) or Job.ActorType.USER,
+        group_id=_optional_text(group_id, _InputNames.group_id),
+        subject_type=_optional_text(subject_type, _InputNames.subject_type, 100),
+        subject_id=_optional_text(subject_id, _InputNames.subject_id),
         parent_id=_resolve_parent(parent),
         concurrency_key=_concurrency_key(definition, subject, concurrency_key),
     )
@@ -333,7 +353,7 @@ def _concurrency_key(definition: JobKind, subject: Any, given: Any) -> str:
             )
             % {"kind": repr(definition.name)}
         )
-    return _optional_text(given, _("The concurrency key"))
+    return _optional_text(given, _InputNames.concurrency_key)
 
 
 def _creator_id(created_by: Any) -> Any:

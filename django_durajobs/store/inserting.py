@@ -1,9 +1,10 @@
-"""Inserting checked jobs with their declared steps: on PostgreSQL in one statement, elsewhere
-in one transaction."""
+"""Inserting checked jobs with their declared steps: on PostgreSQL in one statement per 1,000
+jobs, elsewhere in two; in one transaction."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -25,6 +26,10 @@ from . import sql
 from .changes import NOTIFY_CHANNEL, notify_due
 from .database import warn_if_outside_callers_transaction
 
+#: Jobs per insert statement (on SQLite and MariaDB fewer where the database takes fewer parameters):
+#: a statement of bounded size however many jobs an ``enqueue_many`` brings.
+ROWS_PER_INSERT = 1000
+
 
 def insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
     """Insert jobs (``rows`` of checked fields) with their declared steps, and wake the workers
@@ -41,26 +46,39 @@ def insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
         {row["queue"] for row in rows if row["status"] == Status.QUEUED and row["next_run_at"] <= now}
     )
     db = sql.database()
-    if db.vendor == "postgresql":
+    if db.vendor == "postgresql" and len(rows) <= ROWS_PER_INSERT:
         return _insert_in_one_statement(db, definition, rows, now, due_queues)
-    jobs = [Job(**row) for row in rows]
     with transaction.atomic(using=db.alias):
+        if db.vendor == "postgresql":  # statements of a bounded size, the wake-ups with the first
+            return [
+                job
+                for first in range(0, len(rows), ROWS_PER_INSERT)
+                for job in _insert_in_one_statement(
+                    db, definition, rows[first : first + ROWS_PER_INSERT], now, [] if first else due_queues
+                )
+            ]
         if db.features.can_return_rows_from_bulk_insert:
-            Job.objects.bulk_create(jobs, batch_size=1000)
-        else:  # MySQL does not hand back the new ids of a multi-row insert
-            for job in jobs:
-                job.save(force_insert=True)
-        declared = list(enumerate(definition.step_rows()))  # the titles read once, not per job
-        JobStep.objects.bulk_create(
-            (
-                JobStep(job=job, phase=Phase.RUN, position=position, step_id=step_id, title=title)
-                for job in jobs
-                for position, (step_id, title) in declared
-            ),
-            batch_size=1000,
-        )
+            jobs = _insert_in_batches(db, definition, rows, now)
+        else:  # MySQL hands back neither the new ids of a multi-row insert nor RETURNING rows
+            jobs = _insert_one_by_one(definition, rows)
         for queue in due_queues:
             notify_due(queue)
+    return jobs
+
+
+def _insert_one_by_one(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
+    jobs = [Job(**row) for row in rows]
+    for job in jobs:
+        job.save(force_insert=True)
+    declared = list(enumerate(definition.step_rows()))  # the titles read once, not per job
+    JobStep.objects.bulk_create(
+        (
+            JobStep(job=job, phase=Phase.RUN, position=position, step_id=step_id, title=title)
+            for job in jobs
+            for position, (step_id, title) in declared
+        ),
+        batch_size=1000,
+    )
     return jobs
 
 
@@ -113,6 +131,8 @@ class NewJobLayout:
     #: a placeholder for the enqueue's time.
     fixed_columns: str
     fixed_values: str
+    #: The same without PostgreSQL's casts, for the other databases' multi-row inserts.
+    plain_fixed_values: str
     #: Per column of ENQUEUED_COLUMNS: its name, its type, and its type in an array (no length:
     #: varchar[], not varchar(100)[]; the subject arrives as JSON text).
     columns: dict[str, str]
@@ -132,12 +152,13 @@ class NewJobLayout:
 
         def fixed_value(field: Field[Any, Any]) -> str:
             if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-                return f"%s::{field.db_type(db)}"
-            return f"{_literal(getattr(template, field.attname))}::{field.db_type(db)}"
+                return "%s"
+            return _literal(getattr(template, field.attname))
 
         return cls(
             fixed_columns=", ".join(db.ops.quote_name(sql.column(field)) for field in fixed),
-            fixed_values=", ".join(fixed_value(field) for field in fixed),
+            fixed_values=", ".join(f"{fixed_value(field)}::{field.db_type(db)}" for field in fixed),
+            plain_fixed_values=", ".join(fixed_value(field) for field in fixed),
             columns={field.attname: sql.column(field) for field in varying},
             casts={field.attname: _column_type(field, db) for field in varying},
             array_types={
@@ -239,7 +260,14 @@ def _insert_in_one_statement(
     for queue in due_queues:
         params += [NOTIFY_CHANNEL, queue]
     [(inserted, *_woken)] = sql.fetch(db, statement, params)
-    ids = inserted if arrays else [inserted]
+    return _new_jobs(db, layout, inserted if arrays else [inserted], rows, now)
+
+
+def _new_jobs(
+    db: BaseDatabaseWrapper, layout: NewJobLayout, ids: list[int], rows: list[dict[str, Any]], now: datetime
+) -> list[Job]:
+    """The instances of the jobs just inserted with ``ids`` (in the order of ``rows``), built
+    as the ORM reads them but without reading them back."""
     positions = layout.positions
     jobs = []
     for pk, row in zip(ids, rows, strict=True):
@@ -250,3 +278,74 @@ def _insert_in_one_statement(
             values[positions[attname]] = value
         jobs.append(Job.from_db(db.alias, positions, values))
     return jobs
+
+
+def _insert_in_batches(
+    db: BaseDatabaseWrapper, definition: JobKind, rows: list[dict[str, Any]], now: datetime
+) -> list[Job]:
+    """SQLite and MariaDB: the jobs in multi-row inserts (their new ids from ``RETURNING``), and
+    their declared steps in as many more; the caller holds the transaction."""
+    layout = sql.kept(db, ("new job layout",), lambda: NewJobLayout.make(db))
+    declared = list(enumerate(definition.step_rows()))
+    moments = layout.plain_fixed_values.count("%s")  # created_at and updated_at
+    per_job = max(moments + len(ENQUEUED_COLUMNS), 6 * len(declared))
+    size = max(1, min(ROWS_PER_INSERT, _parameter_limit(db) // per_job))
+    prepare = sql.preparers(db, Job, ENQUEUED_COLUMNS)
+    moment = sql.prepared_datetime(db, now)
+    jobs: list[Job] = []
+    for first in range(0, len(rows), size):
+        batch = rows[first : first + size]
+        job_sql = _rows_statement(db, layout, len(batch))
+        params: list[Any] = []
+        for row in batch:
+            params += [moment] * moments
+            params += [
+                to_driver(row[attname], db)
+                for to_driver, attname in zip(prepare, ENQUEUED_COLUMNS, strict=True)
+            ]
+        ids = sorted(pk for (pk,) in sql.fetch(db, job_sql, params))  # new ids grow in insertion order
+        jobs += _new_jobs(db, layout, ids, batch, now)
+        if declared:
+            _insert_declared_steps(db, ids, declared)
+    return jobs
+
+
+def _insert_declared_steps(db: BaseDatabaseWrapper, ids: list[int], declared: list[tuple[int, Any]]) -> None:
+    count = len(ids) * len(declared)
+    statement = sql.statement(db, ("enqueue steps", count), lambda: _steps_sql(db, count))
+    params: list[Any] = []
+    for pk in ids:
+        for position, (step_id, title) in declared:
+            params += [pk, Phase.RUN, position, step_id, str(title), StepState.PENDING]
+    sql.run(db, statement, params)
+
+
+def _rows_statement(db: BaseDatabaseWrapper, layout: NewJobLayout, count: int) -> sql.Statement:
+    return sql.statement(db, ("enqueue rows", count), lambda: _rows_sql(db, layout, count))
+
+
+def _rows_sql(db: BaseDatabaseWrapper, layout: NewJobLayout, count: int) -> str:
+    quote = db.ops.quote_name
+    varying = ", ".join(quote(layout.columns[attname]) for attname in ENQUEUED_COLUMNS)
+    row = f"({layout.plain_fixed_values}, {', '.join(['%s'] * len(ENQUEUED_COLUMNS))})"
+    values = ", ".join([row] * count)
+    return (
+        f"INSERT INTO {sql.table(db, Job)} ({layout.fixed_columns}, {varying}) VALUES {values} "
+        f"RETURNING {quote('id')}"
+    )
+
+
+def _steps_sql(db: BaseDatabaseWrapper, count: int) -> str:
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, '', '')"] * count)
+    return (
+        f"INSERT INTO {sql.table(db, JobStep)} "
+        f"(job_id, phase, position, step_id, title, state, detail, error) VALUES {values}"
+    )
+
+
+def _parameter_limit(db: BaseDatabaseWrapper) -> int:
+    """How many parameters one statement takes: SQLite's limit is the library's own."""
+    if db.vendor == "sqlite":
+        db.ensure_connection()
+        return int(db.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+    return 65_535

@@ -309,6 +309,13 @@ def _kept_preparer(
     return kept(db, ("prepare", model, name), lambda: _preparer(model, name))
 
 
+def preparers(
+    db: BaseDatabaseWrapper, model: type[Model], names: Iterable[str]
+) -> list[Callable[[Any, BaseDatabaseWrapper], Any]]:
+    """For each field of ``names``: what makes its value the driver's, as the ORM's save would."""
+    return [_kept_preparer(db, model, name) for name in names]
+
+
 def prepared_datetime(db: BaseDatabaseWrapper, value: Any) -> Any:
     """``value`` as the driver takes it, as Django's ``adapt_datetimefield_value`` makes it.
 

@@ -53,3 +53,23 @@ def test_enqueue_many_takes_far_fewer_statements_than_jobs():
         assert len(statements) <= 50
     else:  # MySQL inserts jobs one by one to learn their ids, but their steps in bulk
         assert len(statements) <= 500 + 10
+
+
+def test_enqueue_many_past_one_insert_gives_each_job_its_own_id_and_steps():
+    """More jobs than one multi-row insert takes (and as many steps as the parameter limit
+    allows per insert): each returned job is the row the ORM reads, with its own steps."""
+    specs = [{"subject": {"n": n}, "priority": n % 3, "queue": f"many-{n % 2}"} for n in range(2_345)]
+
+    created = enqueue_many("states_basic", specs)
+
+    read = Job.objects.in_bulk([job.pk for job, _ in created])
+    fields = [field.attname for field in Job._meta.concrete_fields]
+    assert len(read) == len(specs)
+    for (job, was_created), spec in zip(created, specs, strict=True):
+        assert was_created and job.subject == spec["subject"]
+        assert {name: getattr(job, name) for name in fields} == {
+            name: getattr(read[job.pk], name) for name in fields
+        }
+    steps = JobStep.objects.filter(job_id=created[-1][0].pk).order_by("position")
+    assert list(steps.values_list("step_id", "state")) == [("first", "pending"), ("second", "pending")]
+    assert JobStep.objects.count() == 2 * len(specs)

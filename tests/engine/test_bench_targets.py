@@ -1,0 +1,31 @@
+"""The benchmark smoke run's check (``bench/run.py --check-targets``): a figure that misses half
+its target fails it, a figure short of the target but above half does not (noise on a loaded
+machine), and figures without a target or a ceiling are left alone."""
+
+from __future__ import annotations
+
+from bench.report import Figure
+from bench.targets import missed_by_half
+
+
+def rate(key: str, ratio: float | None) -> Figure:
+    return Figure(key, key, 100.0, "jobs/s", None if ratio is None else 100.0 / ratio)
+
+
+def latency(key: str, ratio: float) -> Figure:
+    return Figure(key, key, ratio, "ms", 1.0)
+
+
+def test_a_rate_below_half_its_target_is_missed():
+    missed = missed_by_half("sqlite", [rate("enqueue_many", 0.14), rate("enqueue", 0.3)])
+    assert missed == ["enqueue_many: 0.14× raw, below half the target of 0.3×"]
+
+
+def test_a_latency_above_twice_its_target_is_missed():
+    figures = [latency("wakeup_p50", 2.7), latency("wakeup_p95", 5.9)]
+    assert missed_by_half("postgresql", figures) == ["wakeup_p50: 2.70× raw, above twice the target of 1.3×"]
+
+
+def test_figures_without_a_target_or_a_ceiling_pass():
+    figures = [rate("process_5_c1", 0.01), rate("enqueue_many", None), latency("wakeup_p50", 9.0)]
+    assert missed_by_half("sqlite", figures) == []

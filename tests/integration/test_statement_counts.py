@@ -1,0 +1,124 @@
+"""The statements of the hot path, counted on each database, so that a change that adds a round
+trip to a claim, a step, a finish, an enqueue or a batch of ``enqueue_many`` fails here.
+
+The counts are what ``CaptureQueriesContext`` sees (every statement sent through Django's
+cursor, ``BEGIN`` included where Django sends it as a statement); a lower count is a welcome
+change: lower the pin with it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from django_durajobs import enqueue, enqueue_many, store
+from django_durajobs.engine.runner import execute
+from django_durajobs.registry import job
+from django_durajobs.status import Status
+from django_durajobs.store import claiming
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _noop() -> None:
+    return None
+
+
+def _declare(steps: int) -> str:
+    name = f"counted_{steps}_steps"
+    step_ids = [f"step_{number}" for number in range(steps)]
+
+    @job(name, title=f"Counted: {steps} steps", steps=step_ids)
+    def run(job, ctx):
+        for step_id in step_ids:
+            ctx.step(step_id, _noop)
+
+    return name
+
+
+KINDS = {steps: _declare(steps) for steps in (0, 1, 5)}
+
+
+@pytest.fixture
+def queue(request):
+    """A queue of this test's own, so that claims see only its jobs."""
+    return f"counted-{request.node.name}"[:100]
+
+
+@pytest.fixture(autouse=True)
+def revert_lookup_not_due(monkeypatch):
+    """As between two looks for pending reverts, which a claim makes at most every few seconds."""
+    monkeypatch.setattr(claiming, "_next_revert_lookup", float("inf"))
+
+
+def statements(work):
+    """What ``work()`` returns, and the statements it sent."""
+    with CaptureQueriesContext(connection) as captured:
+        result = work()
+    return result, [query["sql"] for query in captured]
+
+
+#: Statements per database: a claim; a finish (a job of no steps, from its claim to its end);
+#: each step of a first run (marked running, then done); an enqueue; an enqueue_many of BATCH jobs,
+#: and of 2,500 (three statements of at most 1,000 jobs each, with BEGIN and COMMIT around them).
+PINNED = {
+    # SQLite: a finish is BEGIN IMMEDIATE, the update, COMMIT; an enqueue the same around its
+    # two inserts (the job, its declared steps); an enqueue_many of 1,000 jobs too.
+    "sqlite": {"claim": 1, "finish": 3, "step": 2, "enqueue": 4, "enqueue_many": 4, "enqueue_many_2500": 8},
+    # PostgreSQL: every one a single statement (CTEs), an enqueue_many of up to 1,000 jobs too.
+    "postgresql": {
+        "claim": 1,
+        "finish": 1,
+        "step": 2,
+        "enqueue": 1,
+        "enqueue_many": 1,
+        "enqueue_many_2500": 5,
+    },
+    # MariaDB: a claim locks the row (SELECT … FOR UPDATE SKIP LOCKED) then updates it, in a
+    # transaction: no UPDATE … RETURNING there.
+    "mysql": {"claim": 4, "finish": 3, "step": 2, "enqueue": 4, "enqueue_many": 4, "enqueue_many_2500": 8},
+}
+BATCH = 1000
+
+
+@pytest.fixture
+def pinned():
+    return PINNED[connection.vendor]
+
+
+def claimed_and_run(kind: str, queue: str) -> tuple[int, int]:
+    """How many statements a claim of a job of ``kind`` took, and how many its run."""
+    enqueue(kind, queue=queue)
+    lease, claim = statements(lambda: store.claim("counted-worker", queues=[queue]))
+    assert lease is not None
+    ran, run = statements(lambda: execute(lease))
+    assert ran.status == Status.DONE
+    return len(claim), len(run)
+
+
+def test_a_claim_is_pinned(queue, pinned):
+    assert claimed_and_run(KINDS[0], queue)[0] == pinned["claim"]
+
+
+def test_a_finish_is_pinned(queue, pinned):
+    assert claimed_and_run(KINDS[0], queue)[1] == pinned["finish"]
+
+
+@pytest.mark.parametrize("steps", [1, 5])
+def test_each_step_of_a_first_run_is_pinned(queue, pinned, steps):
+    _claim, run = claimed_and_run(KINDS[steps], queue)
+    assert run == pinned["finish"] + steps * pinned["step"]
+
+
+def test_an_enqueue_is_pinned(queue, pinned):
+    (_job, created), sent = statements(lambda: enqueue(KINDS[1], queue=queue))
+    assert created and len(sent) == pinned["enqueue"]
+
+
+@pytest.mark.parametrize(("jobs", "pin"), [(BATCH, "enqueue_many"), (2_500, "enqueue_many_2500")])
+def test_a_batch_of_enqueue_many_is_pinned(queue, pinned, jobs, pin):
+    specs = [{"queue": queue, "subject": {"n": number}} for number in range(jobs)]
+    made, sent = statements(lambda: enqueue_many(KINDS[1], specs))
+    assert len(made) == jobs and all(created for _job, created in made)
+    assert len(sent) == pinned[pin]
