@@ -107,7 +107,7 @@ def _over_limit(ledger: list[Entry], job_ids: set[int], kills: dict[int, float],
             changes.append((entry.at, 1, keys[entry.job]))
         elif opened.pop((entry.job, entry.worker), None):
             changes.append((entry.at, -1, keys[entry.job]))
-    for (job_id, worker), entry in opened.items():
+    for job_id, worker in opened:
         changes.append((kills.get(pid_of(worker), float("inf")), -1, keys[job_id]))
     running: dict[object, int] = defaultdict(int)
     violations = []
