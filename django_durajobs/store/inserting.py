@@ -39,6 +39,11 @@ def insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
         {row["queue"] for row in rows if row["status"] == Status.QUEUED and row["next_run_at"] <= now}
     )
     db = sql.database()
+    if db.vendor == "postgresql" and db.in_atomic_block:
+        # A savepoint: an insert that loses the race for an idempotency key must fail alone, not
+        # abort the caller's transaction (the lookup of the winner's job runs in it next).
+        with transaction.atomic(using=db.alias):
+            return _insert_in_one_statement(db, definition, rows, now, due_queues)
     if db.vendor == "postgresql":
         return _insert_in_one_statement(db, definition, rows, now, due_queues)
     jobs = [Job(**row) for row in rows]
