@@ -37,7 +37,7 @@ def run(job_id: int, worker: str, at: float, steps=("fetch",), attempt: int = 1)
 
 def test_a_clean_run_has_no_violation():
     job = finished(worker=LIVE)
-    assert judge(run(job.pk, LIVE, 10), [job.pk], KILLS, atomic_step="commit", limit=1) == []
+    assert judge(run(job.pk, LIVE, 10), [job.pk], KILLS, limit=1) == []
 
 
 def test_a_step_in_flight_started_again_after_its_worker_was_killed_is_no_violation():
@@ -70,7 +70,7 @@ def test_an_atomic_effect_twice_or_never_is_a_violation():
     twice, never = finished(), finished()
     SideEffect.objects.create(name=f"atomic:{twice.pk}")
     SideEffect.objects.filter(name=f"atomic:{never.pk}").delete()
-    assert sorted(judge([], [twice.pk, never.pk], {}, atomic_step="commit")) == sorted(
+    assert sorted(judge([], [twice.pk, never.pk], {})) == sorted(
         [f"atomic:{twice.pk}: 2 effects of an atomic step", f"atomic:{never.pk}: 0 effects of an atomic step"]
     )
 
@@ -89,3 +89,12 @@ def test_runs_of_one_key_over_its_limit_are_a_violation_and_a_killed_run_counts_
     assert judge(ledger, [first.pk, second.pk, third.pk], KILLS, limit=2) == []
     [violation] = judge(ledger, [first.pk, second.pk, third.pk], KILLS, limit=1)
     assert violation.startswith("concurrency key k: 2 running at 20.000, limit 1")
+
+
+def test_a_step_cut_short_by_a_database_outage_may_start_again_once_the_database_is_back():
+    job = finished(worker=LIVE)
+    ledger = [*run(job.pk, LIVE, 10)[:2], *run(job.pk, LIVE, 60)]
+    assert judge(ledger, [job.pk], {}, outages=[(30.0, 31.0)]) == []
+    assert judge(ledger, [job.pk], {}, outages=[(70.0, 71.0)]) == [
+        f"job {job.pk} step fetch started again after a live worker ran it"
+    ]

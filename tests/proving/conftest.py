@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,20 @@ def ledger(tmp_path, child_env):
         @staticmethod
         def entries():
             return read_ledger(directory)
+
+        @staticmethod
+        def story(violations: list[str]) -> str:
+            """The violations, and what the ledger says of the job the first one names."""
+            found = re.search(r"job (\d+)", violations[0]) if violations else None
+            if found is None:
+                return "\n".join(violations[:20])
+            job_id = int(found.group(1))
+            lines = [
+                f"{e.at:.3f} {e.event} {e.step} try {e.attempt} {e.worker}"
+                for e in read_ledger(directory)
+                if e.job == job_id
+            ]
+            return "\n".join([*violations[:20], f"ledger of job {job_id}:", *lines])
 
     return Ledger
 

@@ -4,8 +4,8 @@
 
 - no job lost: every job is terminal (``done``) when the scenario ends;
 - no finished step started again, and the extra starts of a step in flight no more than the kills
-  that hit it: every start of a step but its last was made by a worker that was killed, each
-  killed worker at most once;
+  that hit it: every start of a step but its last was made by a worker that was killed (or was cut
+  short by a database outage before the next start), each killed worker at most once;
 - exactly one effect for ``atomic`` steps;
 - no write accepted from a superseded lease: each stored checkpoint names the worker and try of
   the step's last start;
@@ -16,10 +16,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 from django_durajobs import Job, JobStep, Status
 from tests.proving.ledger import Entry
+from tests.testapp.kinds_proving import ATOMIC_KINDS
 from tests.testapp.models import SideEffect
 
 
@@ -32,15 +34,16 @@ def judge(
     ledger: list[Entry],
     job_ids: Iterable[int],
     kills: dict[int, float],
-    atomic_step: str | None = None,
     limit: int | None = None,
+    outages: Sequence[tuple[float, float]] = (),
 ) -> list[str]:
-    """Every violation of the promises by the jobs ``job_ids``; ``kills`` maps a killed pid to when."""
+    """Every violation of the promises by the jobs ``job_ids``; ``kills`` maps a killed pid to when,
+    ``outages`` are the spans (from, to) the database was down (a step in flight then may start again)."""
     job_ids = set(job_ids)
     return [
         *_lost(job_ids),
-        *_restarted(ledger, kills),
-        *_atomic_effects(job_ids, atomic_step),
+        *_restarted(ledger, kills, outages),
+        *_atomic_effects(job_ids),
         *_superseded_writes(ledger, job_ids),
         *(_over_limit(ledger, job_ids, kills, limit) if limit else []),
     ]
@@ -59,21 +62,26 @@ def _starts_by_step(ledger: list[Entry]) -> dict[tuple[int, str], list[Entry]]:
     return starts
 
 
-def _restarted(ledger: list[Entry], kills: dict[int, float]) -> list[str]:
+def _restarted(
+    ledger: list[Entry], kills: dict[int, float], outages: Sequence[tuple[float, float]]
+) -> list[str]:
     violations = []
     for (job_id, step), starts in _starts_by_step(ledger).items():
         cut_short = [pid_of(entry.worker) for entry in starts[:-1]]
-        if any(pid not in kills for pid in cut_short):
+        by_outage = [
+            any(down < again.at and up > start.at for down, up in outages)
+            for start, again in pairwise(starts)
+        ]
+        if any(pid not in kills and not outage for pid, outage in zip(cut_short, by_outage, strict=True)):
             violations.append(f"job {job_id} step {step} started again after a live worker ran it")
         if len(set(cut_short)) != len(cut_short):
             violations.append(f"job {job_id} step {step} started twice by one killed worker")
     return violations
 
 
-def _atomic_effects(job_ids: set[int], atomic_step: str | None) -> list[str]:
-    if atomic_step is None:
-        return []
-    names = [f"atomic:{pk}" for pk in job_ids]
+def _atomic_effects(job_ids: set[int]) -> list[str]:
+    with_atomic_step = Job.objects.filter(pk__in=job_ids, kind__in=ATOMIC_KINDS).values_list("pk", flat=True)
+    names = [f"atomic:{pk}" for pk in with_atomic_step]
     counts: dict[str, int] = defaultdict(int)
     for name in SideEffect.objects.filter(name__in=names).values_list("name", flat=True):
         counts[name] += 1

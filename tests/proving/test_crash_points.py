@@ -85,8 +85,6 @@ def test_crash_point(point, child_env, ledger, runjobs, report):
     assert starts == {step: 2 if step in expected.twice else 1 for step in steps}
     if expected.kind == "prove_wait":
         assert job.result[1] == {"sent": point}
-    violations = judge(
-        entries, [job.pk], kills, atomic_step=STEPS[-1] if expected.kind == "prove_steps" else None
-    )
+    violations = judge(entries, [job.pk], kills)
     report(jobs=1, kills=1, restarts=0, point=point, violations=len(violations))
-    assert violations == []
+    assert violations == [], ledger.story(violations)

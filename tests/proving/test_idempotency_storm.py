@@ -42,7 +42,7 @@ def test_idempotency_storm(child_env, spawn, tmp_path, short, report):
         jobs[key].append(pk)
     violations = [f"{key}: {len(ids)} jobs" for key, ids in jobs.items() if len(ids) != 1]
     violations += [f"key {n} has no job" for n in range(keys) if f"storm:{n}" not in jobs]
-    violations += [f"{o['key']}: {o['error']}" for o in outcomes if o["error"]]
+    violations += [f"{o['key']} (kept={o['kept']}): {o['error']}" for o in outcomes if o["error"]]
     violations += [
         f"{o['key']}: a caller got {o['id']}, the key's job is {jobs[o['key']]}"
         for o in outcomes

@@ -27,6 +27,7 @@ from tests.proving.ledger import record
 from tests.testapp.models import SideEffect
 
 STEPS = ("fetch", "parse", "enrich", "store", "commit")
+ATOMIC_KINDS = ("prove_steps", "prove_async")  # their last step is atomic
 LIMIT = 2
 STEP_SECONDS = (0.005, 0.03)
 
