@@ -16,11 +16,11 @@ from tests.testapp.kinds_proving import LIMIT, STEPS
 
 #: (processes, threads each, jobs, seconds of chaos, seconds between kills), short and full.
 SIZES = {
-    ("sqlite", True): (2, 2, 150, 20, (1.5, 3.0)),
+    ("sqlite", True): (2, 2, 150, 15, (1.5, 3.0)),
     ("sqlite", False): (3, 2, 2000, 300, (2.0, 5.0)),
-    ("postgresql", True): (3, 3, 400, 30, (1.5, 3.0)),
+    ("postgresql", True): (3, 3, 300, 20, (1.5, 3.0)),
     ("postgresql", False): (4, 4, 10000, 600, (2.0, 5.0)),
-    ("mysql", True): (3, 3, 400, 30, (1.5, 3.0)),
+    ("mysql", True): (3, 3, 300, 20, (1.5, 3.0)),
     ("mysql", False): (4, 4, 10000, 600, (2.0, 5.0)),
 }
 LEASE = {
