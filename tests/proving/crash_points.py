@@ -2,6 +2,7 @@
 
 ``$DURAJOBS_PROVE_CRASH_AT`` names one point; the worker dies there once per job (a marker file in
 the ledger's folder says it already did), so the recovery that follows runs to its end.
+``$DURAJOBS_PROVE_STALL_AT`` freezes it there instead (SIGSTOP), until the scenario continues it.
 Status changes are reached through ``job_changed`` (sent once the change committed), the points
 inside a run through the proving kinds (``reached``).
 """
@@ -9,12 +10,15 @@ inside a run through the proving kinds (``reached``).
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 from tests.proving.ledger import LEDGER_ENV
 
 CRASH_ENV = "DURAJOBS_PROVE_CRASH_AT"
 CRASH_EXIT_CODE = 77
+#: Names a point where the worker freezes itself (SIGSTOP) once per job instead of dying: a stall.
+STALL_ENV = "DURAJOBS_PROVE_STALL_AT"
 
 IN_STEP = "in_step"  # a step is marked running, its effect not checkpointed
 AFTER_CHECKPOINT = "after_checkpoint"
@@ -32,13 +36,16 @@ ALL = (IN_STEP, AFTER_CHECKPOINT, AFTER_EVENT, *STATUS_CHANGES)
 
 
 def reached(point: str, job_id: int) -> None:
-    """Die here if this run was told to, the first time a job passes this point."""
-    if os.environ.get(CRASH_ENV) != point:
+    """Die (or freeze) here if this run was told to, the first time a job passes this point."""
+    if point not in (os.environ.get(CRASH_ENV), os.environ.get(STALL_ENV)):
         return
     marker = Path(os.environ[LEDGER_ENV]) / f"crashed-{point}-{job_id}"
     try:
         marker.touch(exist_ok=False)
     except FileExistsError:
+        return
+    if os.environ.get(STALL_ENV) == point:
+        os.kill(os.getpid(), signal.SIGSTOP)  # frozen until the scenario sends SIGCONT
         return
     os._exit(CRASH_EXIT_CODE)
 
