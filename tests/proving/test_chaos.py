@@ -5,6 +5,7 @@ SIGKILLed every few seconds and replaced. The oracle (tests/proving/oracle.py) j
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import time
@@ -68,6 +69,7 @@ def recovery_seconds(ledger, kills: dict[int, float]) -> float:
 
 def test_sigkill_chaos(child_env, ledger, runjobs, db_vendor, short, report):
     processes, threads, count, seconds, pause = SIZES[db_vendor, short]
+    count = int(os.environ.get("DURAJOBS_PROVE_JOBS", count))  # scripts/prove --jobs
     rng = random.Random()
     ids = enqueue_jobs(count)
     args = ("--concurrency", str(threads), "--poll-interval", "0.2")
