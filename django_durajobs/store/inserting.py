@@ -46,8 +46,10 @@ def insert_rows(definition: JobKind, rows: list[dict[str, Any]]) -> list[Job]:
         {row["queue"] for row in rows if row["status"] == Status.QUEUED and row["next_run_at"] <= now}
     )
     db = sql.database()
-    if db.vendor == "postgresql" and len(rows) <= ROWS_PER_INSERT:
+    if db.vendor == "postgresql" and len(rows) <= ROWS_PER_INSERT and not db.in_atomic_block:
         return _insert_in_one_statement(db, definition, rows, now, due_queues)
+    # Inside a caller's transaction this is a savepoint: an insert that loses the race for an
+    # idempotency key fails alone, not the caller's transaction (the winner's job is read in it next).
     with transaction.atomic(using=db.alias):
         if db.vendor == "postgresql":  # statements of a bounded size, the wake-ups with the first
             return [

@@ -9,10 +9,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from django_durajobs import Job, JobError, JobLog, JobStep, children_summary, enqueue
 from django_durajobs.signals import job_changed
+from tests.helpers import wait_for
 from tests.testapp.kinds_inputs import inputs_other, inputs_plain
 
 CALLERS = 8
@@ -203,3 +204,64 @@ def test_an_unknown_parent_is_refused_and_writes_nothing():
     assert "987654321" in str(refused.value)
     assert row_counts() == before
     assert not Job.objects.filter(idempotency_key="inputs-orphan").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_caller_in_a_transaction_that_loses_the_race_for_a_key_gets_the_job_and_keeps_its_transaction():
+    """Found by the proving ground's idempotency storm on PostgreSQL: an enqueue inside the caller's
+    transaction waits on another caller's uncommitted row for the key; that one commits; the
+    loser's insert fails. It must get the winner's job, its own transaction still usable."""
+    if connection.vendor != "postgresql":
+        pytest.skip("elsewhere the insert always runs in a savepoint of its own")
+    key = "inputs-race-in-a-transaction"
+    winner_inserted = threading.Event()
+    release_winner = threading.Event()
+    winner: list = []
+
+    def win() -> None:
+        try:
+            with transaction.atomic():
+                winner.append(enqueue("inputs_plain", idempotency_key=key)[0].pk)
+                winner_inserted.set()
+                release_winner.wait(timeout=30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=win)
+    thread.start()
+    assert winner_inserted.wait(timeout=30)
+
+    def wait_on_the_key_then_release() -> None:
+        wait_for(lambda: lock_waiters() >= 1, timeout=30, message="the loser to wait on the key")
+        release_winner.set()
+
+    releaser = threading.Thread(target=wait_on_the_key_then_release)
+    releaser.start()
+    with transaction.atomic():
+        job, created = enqueue("inputs_plain", idempotency_key=key)
+        later = Job.objects.filter(pk=job.pk).count()  # the transaction still works
+    releaser.join(timeout=30)
+    thread.join(timeout=30)
+    assert (job.pk, created, later) == (winner[0], False, 1)
+    assert Job.objects.filter(idempotency_key=key).count() == 1
+
+
+def lock_waiters() -> int:
+    """Sessions of this database waiting for a lock (PostgreSQL), seen from a connection of its own."""
+    outcome: list[int] = []
+
+    def count() -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock'"
+                )
+                outcome.append(cursor.fetchone()[0])
+        finally:
+            connection.close()
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    counter.join()
+    return outcome[0]

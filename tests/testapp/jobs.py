@@ -14,6 +14,7 @@ from . import (  # noqa: F401
     kinds_inputs,
     kinds_lifecycle,
     kinds_limits,
+    kinds_proving,
     kinds_resume,
     kinds_schedules,
     kinds_secrets,
