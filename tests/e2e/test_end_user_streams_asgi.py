@@ -127,7 +127,9 @@ def test_one_user_opening_a_stream_a_thousand_times_is_refused_past_the_limit_an
         streams = loop.run_until_complete(
             all_of(*(Stream.open(uvicorn, f"/jobs/{job.pk}/events/", cookie) for _ in range(1_000)))
         )
-        loop.run_until_complete(all_of(*(stream.until("\r\n\r\n", 60) for stream in streams)))
+        # A thousand requests at once: on a loaded machine (CI runs three suites side by side on two
+        # cores) answering them all takes tens of seconds, which says nothing about the limit.
+        loop.run_until_complete(all_of(*(stream.until("\r\n\r\n", 200) for stream in streams)))
         statuses = [stream.text.split(" ", 2)[1] for stream in streams]
         assert (statuses.count("200"), statuses.count("429")) == (20, 980)
         refused = next(stream for stream in streams if stream.text.startswith("HTTP/1.1 429"))
