@@ -69,7 +69,7 @@ def test_a_customer_watches_their_deploy_and_answers_its_question(page, customer
     expect(widget.get_by_role("progressbar", name="Progress")).to_have_attribute("aria-valuenow", "100")
     expect(widget.get_by_role("button")).to_have_count(0)
     job.refresh_from_db()
-    answered = job.log_lines.filter(line__contains="overwrite").values_list("line", flat=True)
+    answered = job.log_lines.filter(line__contains="Overwrite the site").values_list("line", flat=True)
     assert job.status == Status.DONE and any("customer" in line for line in answered)
 
 
