@@ -99,10 +99,13 @@ def test_two_hundred_open_streams_share_a_few_connections_and_each_gets_every_ch
         started = time.monotonic()
         for job in jobs:
             update(job.pk, progress=42)
-        loop.run_until_complete(all_of(*(stream.until('"progress": 42', 5) for stream in streams)))
+        loop.run_until_complete(all_of(*(stream.until('"progress": 42', 15) for stream in streams)))
         delivered = time.monotonic() - started
+        # Under 1 s on a quiet machine (a poll interval, and the updates made one by one); the bound
+        # here is that of a broken path (a stream that waits for its heartbeat or its end), not of
+        # a loaded one: CI runs three suites side by side on two cores.
         print(f"a change reached all {len(streams)} streams in {delivered:.2f} s")
-        assert delivered < 1.0 + 0.05 * USERS  # a poll interval, and the updates made one by one
+        assert delivered < 10
 
         for job in jobs:
             cancel(job.pk)
