@@ -168,3 +168,14 @@ def database_trouble(exc: BaseException) -> bool:
         return connection.connection is None or not connection.is_usable()
     except Exception:
         return True
+
+
+def deadlock(error: OperationalError) -> bool:
+    """Concurrent inserts of one unique key may deadlock on MySQL/MariaDB (1213) or PostgreSQL: the
+    database rolled one of them back, which may try again."""
+    return bool(error.args and error.args[0] == 1213) or "deadlock" in str(error).lower()
+
+
+def outside_callers_transaction() -> bool:
+    """No transaction of the caller's is open: a statement that failed undid nothing of theirs."""
+    return not sql.database().in_atomic_block

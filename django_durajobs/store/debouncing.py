@@ -22,6 +22,7 @@ from ..errors import JobError
 from ..models import Job
 from ..status import Status
 from ..values import short_repr
+from .database import deadlock
 
 #: How often an enqueue tries again when another one or a worker changed the key's job meanwhile.
 TRIES = 20
@@ -86,19 +87,13 @@ def enqueue_debounced(
         except _TryAgain:
             continue
         except OperationalError as error:
-            if not _deadlock(error):
+            if not deadlock(error):
                 raise
     raise JobError("job_busy", _("The debounced job %(key)s kept changing; try again.") % {"key": key})
 
 
 class _TryAgain(Exception):
     """Another enqueue or a worker changed the key's job meanwhile."""
-
-
-def _deadlock(error: OperationalError) -> bool:
-    """Concurrent inserts of one unique key may deadlock on MySQL/MariaDB (1213) or PostgreSQL: the
-    database rolled one back, and it tries again."""
-    return bool(error.args and error.args[0] == 1213) or "deadlock" in str(error).lower()
 
 
 def _enqueue_once(
