@@ -15,6 +15,14 @@
     return new Intl.DateTimeFormat(lang, { dateStyle: "medium", timeStyle: "short" }).format(new Date(iso));
   }
 
+  // Whether ``container`` holds the buttons of ``offered`` already; if not, it is marked as holding them.
+  function alreadyOffered(container, offered) {
+    var key = JSON.stringify(offered.map(function (offer) { return [offer.id, offer.label]; }));
+    if (container.dataset.offered === key) return true;
+    container.dataset.offered = key;
+    return false;
+  }
+
   function element(tag, className, text) {
     var made = document.createElement(tag);
     if (className) made.className = className;
@@ -117,9 +125,11 @@
     this.part("question").setAttribute("aria-label", this.texts.question);
     this.part("message").textContent = asking ? job.user_message || "" : "";
     var answers = this.part("answers");
+    var offered = asking && this.may.answer ? job.actions : [];
+    // An update that offers the same answers keeps their buttons, and the keyboard's focus on one.
+    if (alreadyOffered(answers, offered)) return;
     answers.replaceChildren();
-    if (!asking || !this.may.answer) return;
-    job.actions.forEach(function (action) {
+    offered.forEach(function (action) {
       var button = element("button", "durajobs-answer", action.label || action.id);
       button.type = "button";
       button.addEventListener("click", function () { widget.post("answer", { action: action.id }); });
@@ -130,12 +140,15 @@
   Widget.prototype.renderControls = function (job) {
     var widget = this;
     var controls = this.part("controls");
+    var offered = [["cancel", job.can_cancel && !job.cancel_requested], ["retry", job.can_retry]].filter(
+      function (pair) { return pair[1] && widget.may[pair[0]]; }
+    ).map(function (pair) { return { id: pair[0], label: widget.texts[pair[0]] }; });
+    if (alreadyOffered(controls, offered)) return;
     controls.replaceChildren();
-    [["cancel", job.can_cancel && !job.cancel_requested], ["retry", job.can_retry]].forEach(function (pair) {
-      if (!pair[1] || !widget.may[pair[0]]) return;
-      var button = element("button", "durajobs-" + pair[0], widget.texts[pair[0]]);
+    offered.forEach(function (offer) {
+      var button = element("button", "durajobs-" + offer.id, offer.label);
       button.type = "button";
-      button.addEventListener("click", function () { widget.post(pair[0], {}); });
+      button.addEventListener("click", function () { widget.post(offer.id, {}); });
       controls.appendChild(button);
     });
   };
