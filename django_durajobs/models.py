@@ -1,4 +1,8 @@
-"""Jobs, their checkpointed steps and their log, as rows."""
+"""Jobs, their checkpointed steps and their log, as rows.
+
+Over 400 lines: ``Job`` carries its documented public methods (``job.resume()``, ...), each a line
+that hands over to ``facades``.
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,9 @@ started when a kind is ``async def``). A housekeeping loop in the calling thread
 recovers expired leases, wakes timed waits, enqueues what schedules make due and gives up jobs
 that are stuck past their deadline; on PostgreSQL, a listener wakes idle threads on ``NOTIFY``
 so a new job starts within milliseconds rather than a poll interval.
+
+Over 400 lines: the threads, their heartbeats and the graceful stop are one lifecycle; the claim
+loop is the seam to split along.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Jobs are created by code and changed by operations (``actions``, ``pages``), never edited as
 raw fields.
+
+Over 400 lines: the list's columns and the page's fields read the same loaded job; the page's read-
+only sections are the seam to split along.
 """
 
 from __future__ import annotations

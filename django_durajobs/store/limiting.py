@@ -37,6 +37,9 @@ held job leaving (finished, released, recovered) only lowers a count, and needs 
 that counted it still held merely holds back a job once more, until the next poll (on
 PostgreSQL, the finish of a limited job NOTIFYs the idle workers). SQLite locks the whole
 database for the transaction (``BEGIN IMMEDIATE``), so there claims simply take turns.
+
+Over 400 lines: concurrency, rate and throttle limits are judged in the one claim that holds a job
+back; each limit's SQL is the seam.
 """
 
 from __future__ import annotations
