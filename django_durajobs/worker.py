@@ -272,13 +272,18 @@ class Worker:
         exc: BaseException,
     ) -> bool:
         """A job's run raised: it is given back as soon as the database answers. True when the
-        database was lost; anything else is a bug, for the caller to raise."""
+        database was lost or made a write of the run's a deadlock's victim; anything else is a
+        bug, for the caller to raise."""
         with self._lock:
             self._held.pop(holder, None)
             self._to_release.append(lease)
-        if not store.database_trouble(exc):
+        if store.database_trouble(exc):
+            why = "the database connection was lost"
+        elif store.deadlock(exc):
+            why = "its write was a deadlock's victim"
+        else:
             return False
-        logger.error("Job %s interrupted: the database connection was lost (%s)", lease.job.pk, exc)
+        logger.error("Job %s interrupted: %s (%s)", lease.job.pk, why, exc)
         return True
 
     # Async jobs: the event loop's tasks hold leases too ------------------------------------------

@@ -15,7 +15,7 @@ from .changes import (
     update_shown_fields,
 )
 from .claiming import due_jobs_with_subject_key, due_kinds_not_in
-from .database import DatabaseNow, database_now, database_trouble, new_token, step_transaction
+from .database import DatabaseNow, database_now, database_trouble, deadlock, new_token, step_transaction
 from .enqueuing import enqueue, enqueue_many
 from .events import (
     event_wait_reason,
@@ -70,6 +70,7 @@ __all__ = [
     "jobs_connection",
     "database_now",
     "database_trouble",
+    "deadlock",
     "declared_schedules",
     "delete_jobs",
     "delete_schedules",

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -170,12 +170,36 @@ def database_trouble(exc: BaseException) -> bool:
         return True
 
 
-def deadlock(error: OperationalError) -> bool:
-    """Concurrent inserts of one unique key may deadlock on MySQL/MariaDB (1213) or PostgreSQL: the
-    database rolled one of them back, which may try again."""
+def deadlock(error: BaseException) -> bool:
+    """The database rolled a write back as a deadlock's victim (1213 on MySQL/MariaDB, 40P01 on
+    PostgreSQL): concurrent inserts of one unique key, or a claim meeting another worker's finish."""
+    if not isinstance(error, OperationalError):
+        return False
     return bool(error.args and error.args[0] == 1213) or "deadlock" in str(error).lower()
 
 
 def outside_callers_transaction() -> bool:
     """No transaction of the caller's is open: a statement that failed undid nothing of theirs."""
     return not sql.database().in_atomic_block
+
+
+#: How often a write is made in all when the database keeps making it a deadlock's victim.
+DEADLOCK_TRIES = 5
+
+Made = TypeVar("Made")
+
+
+def made_despite_deadlocks(write: Callable[[bool], Made]) -> Made:
+    """``write(first)``, made again while the database makes it a deadlock's victim; ``first`` is
+    False on a later try, so that the write may leave out what it risked the deadlock for.
+
+    InnoDB rolls back the victim's whole transaction. Outside a caller's transaction that is only
+    the write, which may simply be made again; inside one it is theirs too, and so is the retry.
+    """
+    for tries in range(1, DEADLOCK_TRIES):
+        try:
+            return write(tries == 1)
+        except OperationalError as error:
+            if not deadlock(error) or not outside_callers_transaction():
+                raise
+    return write(False)

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, OperationalError
+from django.db import IntegrityError
 from django.db.models import Model
 from django.utils import timezone
 from django.utils.functional import Promise
@@ -27,7 +27,7 @@ from ..registry import PRIORITY_RANGE, JobKind, get_kind, max_attempts_problem
 from ..status import WAITING, Status
 from ..values import check_text, short_repr, to_job_id, to_json, to_timeout
 from .changes import changed_to
-from .database import deadlock, outside_callers_transaction
+from .database import made_despite_deadlocks
 from .debouncing import checked_window, enqueue_debounced
 from .fairness import fairness_key_of
 from .inserting import insert_rows
@@ -159,33 +159,27 @@ def enqueue(
     return _enqueue_checked(definition, fields)
 
 
-#: How often an enqueue whose insert was a deadlock's victim looks again for its key's job.
-DEADLOCK_TRIES = 5
-
-
 def _enqueue_checked(definition: JobKind, fields: dict[str, Any]) -> tuple[Job, bool]:
     key = fields["idempotency_key"]
     if key is None:
         return _insert(definition, fields), True
-    tries = 0
-    while True:
+    # InnoDB may make one of two inserts of a key a deadlock's victim: it looks again for the
+    # key's job (the other insert's, once that commits).
+    return made_despite_deadlocks(lambda _first: _insert_unless_taken(definition, fields, key))
+
+
+def _insert_unless_taken(definition: JobKind, fields: dict[str, Any], key: str) -> tuple[Job, bool]:
+    """The job of ``key`` if there is one (created False), else a new one (created True)."""
+    existing = Job.objects.filter(idempotency_key=key).first()
+    if existing is not None:
+        return _same_kind(existing, definition), False
+    try:
+        return _insert(definition, fields), True
+    except IntegrityError:
         existing = Job.objects.filter(idempotency_key=key).first()
-        if existing is not None:
-            return _same_kind(existing, definition), False
-        try:
-            return _insert(definition, fields), True
-        except IntegrityError:
-            existing = Job.objects.filter(idempotency_key=key).first()
-            if existing is None:
-                raise
-            return _same_kind(existing, definition), False
-        except OperationalError as error:
-            # InnoDB may make one of two inserts of a key a deadlock's victim. Outside a caller's
-            # transaction only that insert was undone: look again (the other one's job, once it
-            # commits). Inside one, InnoDB undid the caller's whole transaction: theirs to retry.
-            tries += 1
-            if tries == DEADLOCK_TRIES or not deadlock(error) or not outside_callers_transaction():
-                raise
+        if existing is None:
+            raise
+        return _same_kind(existing, definition), False
 
 
 def enqueue_many(kind: str | JobKind, specs: Iterable[dict[str, Any]]) -> list[tuple[Job, bool]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -20,7 +21,7 @@ from ..transitions import DUE_STATUSES
 from . import sql
 from .changes import changed_to, notify_due, written
 from .claiming import claim_one, claim_order, claim_params, claim_sql, reverts_looked_for_lately
-from .database import DatabaseNow, new_token, no_flush
+from .database import DatabaseNow, made_despite_deadlocks, new_token, no_flush
 from .fairness import claim_fairly, fairness_in_force
 from .limiting import claim_under_limits, current_limits
 from .log import append_log, clean_log_line, trim_log
@@ -252,22 +253,13 @@ class Lease:
             then_claim and then_claim() and kinds and reverts_looked_for_lately() and not fairness_in_force()
         )
         token = new_token() if claiming else ""
-        if db.vendor == "postgresql" and not (steps or trim or due_now or frees_a_limit):
-            # The common case, a job done: its outcome, any log line and the next claim in one statement.
-            claimed_shape = (len(kinds), len(self.queues), len(passed_over)) if claiming else ()
-            shape = (update, bool(log_line), *claimed_shape)
-            statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
-            if log_line:
-                params += [now, clean_log_line(log_line)]
-            if claiming:
-                params += claim_params(
-                    db, Status.QUEUED, kinds, self.queues, self.worker_id, token, now, passed_over
-                )
-            rows = sql.fetch(db, statement, params)
-            if not rows:
-                raise self._lost()
-            claimed = sql.read_rows(db, Job, rows)[0] if claiming and rows[0][0] is not None else None
-        else:
+        in_one_statement = db.vendor == "postgresql" and not (steps or trim or due_now or frees_a_limit)
+
+        def write(claiming: bool) -> Job | None:
+            """The outcome, and with ``claiming`` the next job's claim: that job, or None."""
+            next_claim = (kinds, passed_over, token) if claiming else None
+            if in_one_statement:  # the common case, a job done
+                return self._finish_in_one_statement(db, update, params, log_line, next_claim, now)
             with sql.transaction(db, statements_only=not trim):
                 for step in steps:  # while the job is still ours: the update below gives it up
                     self._update_step(db, step, {"state": step.state, "detail": step.detail})
@@ -279,16 +271,47 @@ class Lease:
                     trim_log(self.job.pk)
                 if due_now or frees_a_limit:
                     notify_due(self.job.queue)
-                claimed = None
-                if claiming:
-                    claimed = claim_one(
-                        db, Status.QUEUED, self.queues, self.worker_id, token, now, kinds, passed_over
-                    )
+                if not claiming:
+                    return None
+                return claim_one(
+                    db, Status.QUEUED, self.queues, self.worker_id, token, now, kinds, passed_over
+                )
+
+        # InnoDB may make the claim, meeting another worker's, a deadlock's victim, and with it the
+        # whole transaction: the outcome is then written again, without the claim.
+        claimed = made_despite_deadlocks(lambda first: write(claiming and first))
         changed_to(self.job, self.job.status, status, fields)
         if claimed is None:
             return None
         changed_to(claimed, Status.QUEUED, Status.RUNNING)
         return Lease(claimed, self.worker_id, token, self.queues)
+
+    def _finish_in_one_statement(
+        self,
+        db: BaseDatabaseWrapper,
+        update: sql.Statement,
+        params: list[Any],
+        log_line: str | None,
+        next_claim: tuple[list[str], tuple[str, ...], str] | None,
+        now: datetime,
+    ) -> Job | None:
+        """PostgreSQL: the outcome, any log line and, with ``next_claim`` (kinds, queues passed
+        over, token), the next claim, in one statement; returns the job claimed."""
+        claimed_shape = (len(next_claim[0]), len(self.queues), len(next_claim[1])) if next_claim else ()
+        shape = (update, bool(log_line), *claimed_shape)
+        statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
+        params = list(params)
+        if log_line:
+            params += [now, clean_log_line(log_line)]
+        if next_claim:
+            kinds, passed_over, token = next_claim
+            params += claim_params(
+                db, Status.QUEUED, kinds, self.queues, self.worker_id, token, now, passed_over
+            )
+        rows = sql.fetch(db, statement, params)
+        if not rows:
+            raise self._lost()
+        return sql.read_rows(db, Job, rows)[0] if next_claim and rows[0][0] is not None else None
 
     @staticmethod
     def _finish_sql(
