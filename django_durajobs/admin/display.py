@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
-from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
@@ -17,6 +16,7 @@ from django.utils.translation import pgettext_lazy
 from .. import ops
 from ..engine.describe import RETRYING
 from ..engine.moments import exact, relative
+from ..explain import count
 from ..models import Job
 from ..redaction import redact
 from ..status import Status, StepState
@@ -58,7 +58,7 @@ def pretty_json(value: Any, limit: int | None = None) -> str:
         return format_html(
             "<pre class='durajobs-json'>{}…</pre><small class='durajobs-note'>{}</small>",
             text[:limit],
-            _("%(count)s characters in all") % {"count": number_format(len(text), force_grouping=True)},
+            _("%(count)s characters in all") % {"count": count(len(text))},
         )
     return format_html("<pre class='durajobs-json'>{}</pre>", text)
 
@@ -120,11 +120,6 @@ def progress_bar(percent: int) -> str:
         _("Progress"),
         percent,
     )
-
-
-def count(number: int) -> str:
-    """A count as the admin shows it, grouped by thousands: 19,990."""
-    return number_format(number, force_grouping=True)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from .. import ops
 from ..answers import answer_line_pattern
 from ..engine.describe import live_summary
 from ..errors import JobError
+from ..explain import what_it_does
 from ..models import Job, JobLog
 from ..registry import known_kinds
 from ..status import TERMINAL, Phase, Status
@@ -41,7 +42,7 @@ from .display import (
     label_of,
     time_tag,
 )
-from .explain import consequences, what_it_does
+from .explain import consequences
 from .rows import prepare_rows
 from .sections import RETRIED_CHILDREN, Section, children_section, full_log, log_section, steps_section
 

@@ -44,7 +44,7 @@ LAYERS = (
             "routers",
         ),
     ),
-    ("models", ("models", "worker_rows", "tallies", "registry", "migrations")),
+    ("models", ("models", "worker_rows", "tallies", "registry", "explain", "migrations")),
     ("store", ("store",)),
     ("ops", ("ops",)),
     ("engine", ("engine",)),

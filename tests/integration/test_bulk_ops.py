@@ -23,6 +23,7 @@ from tests.job_states import ALL_STATUSES, OPERATIONS, build, snapshot
 pytestmark = pytest.mark.django_db
 
 # Set at the moment of the call: equal within the test's window, not to the microsecond.
+RETRIED = "Retried by alice. Runs it again after its last finished step, with one more try allowed."
 MOMENTS = ("next_run_at", "ended_at", "updated_at")
 
 
@@ -101,12 +102,13 @@ def test_cancel_of_many_cancels_their_open_children_too_and_frees_their_waiting_
     assert statuses[running_child.pk] == ("running", True)
     assert statuses[done_child.pk] == ("done", False)
     assert not JobStep.objects.filter(job__in=parents, state="waiting").exists()
-    assert "Cancelled by alice." in log_of(grandchild)
+    assert "Cancelled by alice. It ends now as cancelled and will not run again." in log_of(grandchild)
 
 
 def test_revert_of_many_reverts_their_done_children_that_have_a_revert():
     parents = JobFactory.create_batch(2, status="done")
     with_revert = JobFactory(parent=parents[0], status="done")
+    JobStepFactory(job=with_revert, state="done")
     without_revert = JobFactory(parent=parents[1], kind="states_norevert", status="done")
     failed_child = JobFactory(parent=parents[1], status="failed")
 
@@ -114,7 +116,9 @@ def test_revert_of_many_reverts_their_done_children_that_have_a_revert():
 
     assert outcome.changed == 2
     assert Job.objects.get(pk=with_revert.pk).status == "reverting"
-    assert log_of(with_revert)[-1] == "Revert requested by alice."
+    assert log_of(with_revert)[-1] == (
+        "Revert requested by alice. Runs its kind's revert, which undoes what its 1 finished step did."
+    )
     assert Job.objects.get(pk=without_revert.pk).status == "done"
     assert Job.objects.get(pk=failed_child.pk).status == "failed"
 
@@ -125,7 +129,7 @@ def test_revert_by_nobody_names_each_childs_parent_in_its_log():
 
     ops.apply_to_many("revert", [parent.pk])
 
-    assert log_of(child)[-1] == f"Revert requested by parent job {parent.pk}."
+    assert log_of(child)[-1].startswith(f"Revert requested by parent job {parent.pk}. Runs its kind's revert")
 
 
 def test_a_job_that_moved_on_meanwhile_is_decided_again_on_its_own():
@@ -148,8 +152,8 @@ def test_a_job_that_moved_on_meanwhile_is_decided_again_on_its_own():
     assert (outcome.changed, dict(outcome.refused)) == (2, {"job_not_retryable": 1})
     assert [Job.objects.get(pk=job.pk).status for job in jobs] == ["queued", "done", "queued"]
     for job in (jobs[0], jobs[2]):
-        assert log_of(job).count("Retried by alice.") == 1  # the bulk attempt's lines were rolled back
-    assert "Retried by alice." not in log_of(moved_on)
+        assert log_of(job).count(RETRIED) == 1  # the bulk attempt's lines were rolled back
+    assert RETRIED not in log_of(moved_on)
 
 
 def test_bulk_change_trims_only_the_logs_over_the_limit(settings):
@@ -161,8 +165,8 @@ def test_bulk_change_trims_only_the_logs_over_the_limit(settings):
 
     ops.apply_to_many("retry", [long.pk, short.pk], by="alice")
 
-    assert log_of(long) == ["line 1", "line 2", "line 3", "line 4", "Retried by alice."]
-    assert log_of(short) == ["only line", "Retried by alice."]
+    assert log_of(long) == ["line 1", "line 2", "line 3", "line 4", RETRIED]
+    assert log_of(short) == ["only line", RETRIED]
 
 
 @pytest.mark.django_db(transaction=True)

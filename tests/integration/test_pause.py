@@ -50,7 +50,7 @@ def test_a_running_job_pauses_at_its_next_step_and_resumes_after_its_finished_st
     summary = describe(job)
     assert (summary["pause_requested"], summary["can_resume"], summary["can_pause"]) == (False, True, False)
     lines = [entry["line"] for entry in summary["log"]]
-    assert "Pause requested by alice; it pauses at its next step." in lines
+    assert "Pause requested by alice. It pauses at its next step; resumed, it goes on from there." in lines
     assert lines[-1] == "Paused; resumed, it goes on after its last finished step."
 
     resume(job)
