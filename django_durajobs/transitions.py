@@ -1,7 +1,7 @@
 """Every way a job changes state, in one table (DESIGN.md section 2).
 
 An operation (resume, retry…), a run's outcome (done, wait, fail…), the claim, a release by a
-stopping or lost worker and the wake-ups are all *events*. For each event and each phase of a job
+stopping or lost worker and the wake-ups are all *triggers*. For each trigger and each phase of a job
 (its run, or its revert) the table says which statuses allow it, which status it leads to and which
 fields it sets or clears in the same write. The operations, the runner, the claim, recovery and
 ``describe()``'s ``can_*`` flags read it; ``diagram()`` renders it for docs/concepts.md.
@@ -28,7 +28,7 @@ from django.utils.translation import gettext as _
 from .status import EXTERNAL_WAITS, WAITING, Phase, Status
 
 
-class Event(StrEnum):
+class Trigger(StrEnum):
     # Operations, asked for by a person or a program
     RESUME = "resume"
     RETRY = "retry"
@@ -86,16 +86,16 @@ ROW_MARKERS = frozenset({ATTEMPT_COUNTED, ATTEMPT_GIVEN_BACK, ONE_MORE_TRY, NOW_
 
 
 class NotAllowed(Exception):
-    """The event is not allowed from the job's status in its phase."""
+    """The trigger is not allowed from the job's status in its phase."""
 
-    def __init__(self, event: Event, phase: str, status: str) -> None:
-        super().__init__(f"{event} is not allowed from {status} ({phase} phase)")
-        self.event, self.phase, self.status = event, phase, status
+    def __init__(self, trigger: Trigger, phase: str, status: str) -> None:
+        super().__init__(f"{trigger} is not allowed from {status} ({phase} phase)")
+        self.trigger, self.phase, self.status = trigger, phase, status
 
 
 @dataclass(frozen=True)
 class Transition:
-    event: Event
+    trigger: Trigger
     phase: Phase
     sources: frozenset[Status]
     #: The status it leads to; a run that waits picks one of several (``status=`` given).
@@ -112,10 +112,10 @@ class Transition:
         the row markers (``ROW_MARKERS``) are left for the store to write as SQL."""
         status = given.pop("status", None) if len(self.targets) > 1 else self.target
         if status not in self.targets:
-            raise ValueError(f"{self.event} leads to one of {sorted(self.targets)}, not {status!r}")
+            raise ValueError(f"{self.trigger} leads to one of {sorted(self.targets)}, not {status!r}")
         wanted = {name for name, value in self.fields.items() if value is GIVEN}
         if set(given) != wanted:
-            raise TypeError(f"{self.event} needs {sorted(wanted)}, was given {sorted(given)}")
+            raise TypeError(f"{self.trigger} needs {sorted(wanted)}, was given {sorted(given)}")
         values: dict[str, Any] = {"status": status}
         for name, value in self.fields.items():
             values[name] = now if value is NOW else given[name] if value is GIVEN else value
@@ -160,14 +160,14 @@ def _statuses(statuses: Status | frozenset[Status] | set[Status]) -> frozenset[S
     return frozenset(statuses) if isinstance(statuses, (set, frozenset)) else frozenset({statuses})
 
 
-def _entry(event: Event, phase: Phase, sources: Any, targets: Any, /, **fields: Any) -> Transition:
-    return Transition(event, phase, _statuses(sources), _statuses(targets), MappingProxyType(fields))
+def _entry(trigger: Trigger, phase: Phase, sources: Any, targets: Any, /, **fields: Any) -> Transition:
+    return Transition(trigger, phase, _statuses(sources), _statuses(targets), MappingProxyType(fields))
 
 
 def _entries() -> Iterator[Transition]:
     # Operations
     yield _entry(
-        Event.RESUME,
+        Trigger.RESUME,
         RUN,
         WAITING,
         Q,
@@ -180,10 +180,10 @@ def _entries() -> Iterator[Transition]:
         **NOTHING_PENDING,
     )
     retried = dict(STARTED_AGAIN, max_attempts=ONE_MORE_TRY, worker_losses=0, **NOTHING_PENDING)
-    yield _entry(Event.RETRY, RUN, {Status.FAILED, Status.NEEDS_USER}, Q, **retried)
-    yield _entry(Event.RETRY, REVERT, {Status.FAILED}, Status.REVERTING, **retried)
+    yield _entry(Trigger.RETRY, RUN, {Status.FAILED, Status.NEEDS_USER}, Q, **retried)
+    yield _entry(Trigger.RETRY, REVERT, {Status.FAILED}, Status.REVERTING, **retried)
     yield _entry(
-        Event.PAUSE,
+        Trigger.PAUSE,
         RUN,
         {Q, Status.AWAITING_EXTERNAL},
         Status.PAUSED,
@@ -194,7 +194,7 @@ def _entries() -> Iterator[Transition]:
         **NO_PLACE_KEPT,
     )
     yield _entry(
-        Event.CANCEL,
+        Trigger.CANCEL,
         RUN,
         {Q} | WAITING,
         Status.CANCELLED,
@@ -208,19 +208,23 @@ def _entries() -> Iterator[Transition]:
         actions=None,
         **NO_PLACE_KEPT,
     )
-    yield _entry(Event.REQUEST_CANCEL, RUN, R, R, cancel_requested=True)
-    yield _entry(Event.REQUEST_PAUSE, RUN, R, R, pause_requested=True)
+    yield _entry(Trigger.REQUEST_CANCEL, RUN, R, R, cancel_requested=True)
+    yield _entry(Trigger.REQUEST_PAUSE, RUN, R, R, pause_requested=True)
     # A revert's progress is its own: it starts from nothing, whatever the run had reached.
     reverted_again = dict(STARTED_AGAIN, phase=REVERT, progress=0, **NOTHING_PENDING)
     yield _entry(
-        Event.REVERT, RUN, {Status.DONE, Status.FAILED, Status.NEEDS_USER}, Status.REVERTING, **reverted_again
+        Trigger.REVERT,
+        RUN,
+        {Status.DONE, Status.FAILED, Status.NEEDS_USER},
+        Status.REVERTING,
+        **reverted_again,
     )
-    yield _entry(Event.REVERT, REVERT, {Status.FAILED}, Status.REVERTING, **reverted_again)
+    yield _entry(Trigger.REVERT, REVERT, {Status.FAILED}, Status.REVERTING, **reverted_again)
     # The engine's own. A timed wait for an event keeps ``waits_for_event``: the run it re-enters
     # tells by it that the wait timed out.
-    yield _entry(Event.WAKE, RUN, EXTERNAL_WAITS, Q, next_run_at=NOW, wait_reason="", eta_at=None)
+    yield _entry(Trigger.WAKE, RUN, EXTERNAL_WAITS, Q, next_run_at=NOW, wait_reason="", eta_at=None)
     yield _entry(
-        Event.EVENT_SENT,
+        Trigger.EVENT_SENT,
         RUN,
         Status.AWAITING_EXTERNAL,
         Q,
@@ -230,7 +234,7 @@ def _entries() -> Iterator[Transition]:
         waits_for_event="",
     )
     yield _entry(
-        Event.DEADLINE,
+        Trigger.DEADLINE,
         RUN,
         Status.NEEDS_USER,
         Q,
@@ -241,24 +245,24 @@ def _entries() -> Iterator[Transition]:
         **NOTHING_PENDING,
     )
     settled = dict(waits_for_children=False, wait_reason="", next_run_at=NOW)
-    yield _entry(Event.CHILDREN_SETTLED, RUN, Status.AWAITING_EXTERNAL, Q, eta_at=None, **settled)
-    yield _entry(Event.CHILDREN_SETTLED, REVERT, Status.REVERTING, Status.REVERTING, **settled)
+    yield _entry(Trigger.CHILDREN_SETTLED, RUN, Status.AWAITING_EXTERNAL, Q, eta_at=None, **settled)
+    yield _entry(Trigger.CHILDREN_SETTLED, REVERT, Status.REVERTING, Status.REVERTING, **settled)
     claimed = dict(try_started_at=NOW, **NO_PLACE_KEPT)
-    yield _entry(Event.CLAIM, RUN, Q, R, attempt=ATTEMPT_COUNTED, started_at=NOW_IF_UNSET, **claimed)
-    yield _entry(Event.CLAIM, REVERT, Status.REVERTING, Status.REVERTING, **claimed)
-    yield _entry(Event.RELEASE, RUN, R, Q, attempt=ATTEMPT_GIVEN_BACK, **KEEPS_ITS_PLACE)
-    yield _entry(Event.RELEASE, REVERT, Status.REVERTING, Status.REVERTING, **KEEPS_ITS_PLACE)
+    yield _entry(Trigger.CLAIM, RUN, Q, R, attempt=ATTEMPT_COUNTED, started_at=NOW_IF_UNSET, **claimed)
+    yield _entry(Trigger.CLAIM, REVERT, Status.REVERTING, Status.REVERTING, **claimed)
+    yield _entry(Trigger.RELEASE, RUN, R, Q, attempt=ATTEMPT_GIVEN_BACK, **KEEPS_ITS_PLACE)
+    yield _entry(Trigger.RELEASE, REVERT, Status.REVERTING, Status.REVERTING, **KEEPS_ITS_PLACE)
     lost = dict(
         error=GIVEN, error_code="worker_lost", ended_at=NOW, pause_requested=False, waits_for_event=""
     )
-    yield _entry(Event.WORKER_LOST, RUN, R, Status.FAILED, **lost)
-    yield _entry(Event.WORKER_LOST, REVERT, Status.REVERTING, Status.FAILED, **lost)
-    yield _entry(Event.CANNOT_START_YET, RUN, Q, Q, wait_reason=GIVEN, error=GIVEN, error_code=GIVEN)
-    yield _entry(Event.CANNOT_START, RUN, Q, Status.FAILED, error=GIVEN, error_code=GIVEN, **ENDED)
+    yield _entry(Trigger.WORKER_LOST, RUN, R, Status.FAILED, **lost)
+    yield _entry(Trigger.WORKER_LOST, REVERT, Status.REVERTING, Status.FAILED, **lost)
+    yield _entry(Trigger.CANNOT_START_YET, RUN, Q, Q, wait_reason=GIVEN, error=GIVEN, error_code=GIVEN)
+    yield _entry(Trigger.CANNOT_START, RUN, Q, Status.FAILED, error=GIVEN, error_code=GIVEN, **ENDED)
     # Outcomes
     finished = dict(ENDED, error="", error_code="")
     yield _entry(
-        Event.DONE,
+        Trigger.DONE,
         RUN,
         R,
         Status.DONE,
@@ -268,9 +272,9 @@ def _entries() -> Iterator[Transition]:
         resume_data=None,
         **finished,
     )
-    yield _entry(Event.DONE, REVERT, Status.REVERTING, Status.REVERTED, **finished)
+    yield _entry(Trigger.DONE, REVERT, Status.REVERTING, Status.REVERTED, **finished)
     yield _entry(
-        Event.WAIT,
+        Trigger.WAIT,
         RUN,
         R,
         EXTERNAL_WAITS,
@@ -282,7 +286,7 @@ def _entries() -> Iterator[Transition]:
         **STOPS_TO_WAIT,
     )
     yield _entry(
-        Event.WAIT_FOR_CHILDREN,
+        Trigger.WAIT_FOR_CHILDREN,
         RUN,
         R,
         Status.AWAITING_EXTERNAL,
@@ -294,7 +298,7 @@ def _entries() -> Iterator[Transition]:
         **NO_WAIT_CHECKS,
     )
     yield _entry(
-        Event.WAIT_FOR_EVENT,
+        Trigger.WAIT_FOR_EVENT,
         RUN,
         R,
         Status.AWAITING_EXTERNAL,
@@ -306,7 +310,7 @@ def _entries() -> Iterator[Transition]:
         **NO_WAIT_CHECKS,
     )
     yield _entry(
-        Event.WAIT_FOR_CHILDREN,
+        Trigger.WAIT_FOR_CHILDREN,
         REVERT,
         Status.REVERTING,
         Status.REVERTING,
@@ -315,7 +319,7 @@ def _entries() -> Iterator[Transition]:
         waits_for_children=True,
     )
     yield _entry(
-        Event.ASK,
+        Trigger.ASK,
         RUN,
         R,
         Status.NEEDS_USER,
@@ -328,7 +332,7 @@ def _entries() -> Iterator[Transition]:
         **NO_WAIT_CHECKS,
     )
     yield _entry(
-        Event.RETRY_LATER,
+        Trigger.RETRY_LATER,
         RUN,
         R,
         Q,
@@ -338,11 +342,11 @@ def _entries() -> Iterator[Transition]:
         **NO_WAIT_CHECKS,
     )
     yield _entry(
-        Event.RETRY_LATER, REVERT, Status.REVERTING, Status.REVERTING, next_run_at=GIVEN, wait_reason=GIVEN
+        Trigger.RETRY_LATER, REVERT, Status.REVERTING, Status.REVERTING, next_run_at=GIVEN, wait_reason=GIVEN
     )
-    yield _entry(Event.CANCELLED, RUN, R, Status.CANCELLED, **ENDED)
+    yield _entry(Trigger.CANCELLED, RUN, R, Status.CANCELLED, **ENDED)
     yield _entry(
-        Event.PAUSED,
+        Trigger.PAUSED,
         RUN,
         R,
         Status.PAUSED,
@@ -353,51 +357,58 @@ def _entries() -> Iterator[Transition]:
         **NO_WAIT_CHECKS,
     )
     yield _entry(
-        Event.RETRY_AFTER_ERROR, RUN, R, Q, next_run_at=GIVEN, error=GIVEN, error_code=GIVEN, **NO_WAIT_CHECKS
+        Trigger.RETRY_AFTER_ERROR,
+        RUN,
+        R,
+        Q,
+        next_run_at=GIVEN,
+        error=GIVEN,
+        error_code=GIVEN,
+        **NO_WAIT_CHECKS,
     )
     failed = dict(ENDED, error=GIVEN, error_code=GIVEN)
-    yield _entry(Event.FAIL, RUN, R, Status.FAILED, **failed)
-    yield _entry(Event.FAIL, REVERT, Status.REVERTING, Status.FAILED, **failed)
+    yield _entry(Trigger.FAIL, RUN, R, Status.FAILED, **failed)
+    yield _entry(Trigger.FAIL, REVERT, Status.REVERTING, Status.FAILED, **failed)
 
 
-TRANSITIONS: Mapping[tuple[Event, Phase], Transition] = MappingProxyType(
-    {(entry.event, entry.phase): entry for entry in _entries()}
+TRANSITIONS: Mapping[tuple[Trigger, Phase], Transition] = MappingProxyType(
+    {(entry.trigger, entry.phase): entry for entry in _entries()}
 )
 
 
-def transition(event: Event, phase: str, status: str | None = None) -> Transition:
-    """The event's transition in ``phase``; with ``status``, ``NotAllowed`` unless it allows it."""
-    found = TRANSITIONS.get((event, Phase(phase)))
+def transition(trigger: Trigger, phase: str, status: str | None = None) -> Transition:
+    """The trigger's transition in ``phase``; with ``status``, ``NotAllowed`` unless it allows it."""
+    found = TRANSITIONS.get((trigger, Phase(phase)))
     if found is None or (status is not None and status not in found.sources):
-        raise NotAllowed(event, phase, status or "any status")
+        raise NotAllowed(trigger, phase, status or "any status")
     return found
 
 
-def allows(event: Event, phase: str, status: str) -> bool:
-    found = TRANSITIONS.get((event, Phase(phase)))
+def allows(trigger: Trigger, phase: str, status: str) -> bool:
+    found = TRANSITIONS.get((trigger, Phase(phase)))
     return found is not None and status in found.sources
 
 
-def sources(event: Event) -> frozenset[Status]:
-    """Every status the event is allowed from, in any phase."""
-    return frozenset().union(*(entry.sources for entry in TRANSITIONS.values() if entry.event == event))
+def sources(trigger: Trigger) -> frozenset[Status]:
+    """Every status the trigger is allowed from, in any phase."""
+    return frozenset().union(*(entry.sources for entry in TRANSITIONS.values() if entry.trigger == trigger))
 
 
-def described(*events: Event) -> str:
-    """The statuses the events are allowed from in a run, for a refusal: ``"failed or needs_user"``."""
-    found = sorted(frozenset().union(*(transition(event, RUN).sources for event in events)))
+def described(*triggers: Trigger) -> str:
+    """The statuses the triggers are allowed from in a run, for a refusal: ``"failed or needs_user"``."""
+    found = sorted(frozenset().union(*(transition(trigger, RUN).sources for trigger in triggers)))
     if len(found) == 1:
         return found[0]
     return _("%(statuses)s or %(last)s") % {"statuses": ", ".join(found[:-1]), "last": found[-1]}
 
 
 #: The statuses of a run a rerun (``reruns.rerun``) may start again from one of its steps: the
-#: job itself stays as it was (no event of its own), and its copy starts queued as an enqueue does.
+#: job itself stays as it was (no trigger of its own), and its copy starts queued as an enqueue does.
 RERUNNABLE = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
 #: The statuses a claim takes a job from; its ``next_run_at`` says when it is due.
-DUE_STATUSES = sources(Event.CLAIM)
+DUE_STATUSES = sources(Trigger.CLAIM)
 #: The statuses of a job a worker holds (its lease): a release gives it back.
-HELD_STATUSES = sources(Event.RELEASE)
+HELD_STATUSES = sources(Trigger.RELEASE)
 
 
 def _shown(value: Any) -> str:
@@ -407,7 +418,7 @@ def _shown(value: Any) -> str:
 
 
 def diagram() -> str:
-    """The table as Markdown: a Mermaid state diagram per phase and the fields each event sets."""
+    """The table as Markdown: a Mermaid state diagram per phase and the fields each trigger sets."""
     lines = []
     for phase in Phase:
         lines += ["", f"{phase.label} phase:", "", "```mermaid", "stateDiagram-v2"]
@@ -417,16 +428,17 @@ def diagram() -> str:
                 continue
             for source in sorted(entry.sources):
                 for target in sorted(entry.targets):
-                    edges.setdefault((source, target), []).append(entry.event.value)
+                    edges.setdefault((source, target), []).append(entry.trigger.value)
         lines += [
-            f"    {source} --> {target}: {', '.join(events)}" for (source, target), events in edges.items()
+            f"    {source} --> {target}: {', '.join(triggers)}"
+            for (source, target), triggers in edges.items()
         ]
         lines.append("```")
-    lines += ["", "| event | phase | from | to | sets |", "|---|---|---|---|---|"]
+    lines += ["", "| trigger | phase | from | to | sets |", "|---|---|---|---|---|"]
     for entry in TRANSITIONS.values():
         sets = ", ".join(f"`{name}` {_shown(value)}" for name, value in entry.fields.items())
         lines.append(
-            f"| {entry.event} | {entry.phase} | {', '.join(sorted(entry.sources))} "
+            f"| {entry.trigger} | {entry.phase} | {', '.join(sorted(entry.sources))} "
             f"| {', '.join(sorted(entry.targets))} | {sets} |"
         )
     return "\n".join(lines[1:]) + "\n"

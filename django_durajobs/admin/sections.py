@@ -23,7 +23,7 @@ from django.utils.translation import ngettext
 from ..engine.describe import shown_state
 from ..models import Job, JobLog, JobStep
 from ..status import TERMINAL, Phase
-from ..transitions import Event, sources
+from ..transitions import Trigger, sources
 from .display import count, pretty_json, status_badge, time_tag
 
 STEPS_PER_PAGE = 100
@@ -38,7 +38,7 @@ ERROR_CHARS_SHOWN = 300
 EMPTY = "—"
 #: The children a parent's page retries at once, and lists first: those that need someone (the
 #: statuses a retry is allowed from, as the transitions table says).
-RETRIED_CHILDREN = tuple(sorted(sources(Event.RETRY)))
+RETRIED_CHILDREN = tuple(sorted(sources(Trigger.RETRY)))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from ..registry import JobKind, name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
 from ..store import StepRowMissing, children_wait_reason, database_trouble, enqueue, open_children
 from ..store.database import step_transaction
-from ..transitions import Event, allows
+from ..transitions import Trigger, allows
 from ..values import check_message, label, readable_id, short_repr, to_json, to_timeout
 from .describe import children_summary
 from .open_step import OpenStep
@@ -52,13 +52,11 @@ class Interrupt(BaseException):
     swallow a wait or a cancellation.
     """
 
-    event: Event
     step_state = StepState.PENDING
     detail = ""
 
 
 class WaitInterrupt(Interrupt):
-    event = Event.WAIT
     step_state = StepState.WAITING
 
     def __init__(self, reason: str, resume_at: datetime | None, status: str) -> None:
@@ -68,14 +66,11 @@ class WaitInterrupt(Interrupt):
 
 
 class WaitForChildrenInterrupt(WaitInterrupt):
-    event = Event.WAIT_FOR_CHILDREN
-
     def __init__(self, reason: str) -> None:
         super().__init__(reason, None, Status.AWAITING_EXTERNAL)
 
 
 class NeedsUserInterrupt(Interrupt):
-    event = Event.ASK
     step_state = StepState.NEEDS_USER
 
     def __init__(
@@ -92,19 +87,17 @@ class NeedsUserInterrupt(Interrupt):
 
 
 class RetryLaterInterrupt(Interrupt):
-    event = Event.RETRY_LATER
-
     def __init__(self, seconds: float, reason: str) -> None:
         self.seconds = seconds
         self.detail = reason
 
 
 class CancelInterrupt(Interrupt):
-    event = Event.CANCELLED
+    """An operator's cancel, seen at a step boundary."""
 
 
 class PauseInterrupt(Interrupt):
-    event = Event.PAUSED
+    """An operator's pause, seen at a step boundary."""
 
 
 #: What ends a run when an operator asked for it (``Lease.stop_requested()``).
@@ -371,9 +364,9 @@ class JobContext:
 
     # Leaving the run early ---------------------------------------------------------------------
 
-    def _refuse_unless_allowed(self, event: Event, refusal: str) -> None:
+    def _refuse_unless_allowed(self, trigger: Trigger, refusal: str) -> None:
         """A revert has no waiting states of its own (the transitions table has none): it gets ``refusal``."""
-        if not allows(event, self.phase, Status.REVERTING if self.reverting else Status.RUNNING):
+        if not allows(trigger, self.phase, Status.REVERTING if self.reverting else Status.RUNNING):
             raise JobError("invalid_input", refusal)
 
     def wait_external(
@@ -384,7 +377,7 @@ class JobContext:
     ) -> None:
         """Park the job until ``resume()`` is called or ``resume_at`` comes; the run is re-entered then."""
         self._refuse_unless_allowed(
-            Event.WAIT, _("A revert cannot wait for an outside event; it runs to its end or fails.")
+            Trigger.WAIT, _("A revert cannot wait for an outside event; it runs to its end or fails.")
         )
         self.check_cancel()
         if status not in EXTERNAL_WAITS:
@@ -421,7 +414,7 @@ class JobContext:
         from .events import wait_for_event  # it builds on this module
 
         self._refuse_unless_allowed(
-            Event.WAIT_FOR_EVENT, _("A revert cannot wait for an event; it runs to its end or fails.")
+            Trigger.WAIT_FOR_EVENT, _("A revert cannot wait for an event; it runs to its end or fails.")
         )
         self.check_cancel()
         return wait_for_event(self, self._lease, name, timeout)
@@ -446,7 +439,7 @@ class JobContext:
         then is answered by itself with the offered action ``on_deadline``.
         """
         self._refuse_unless_allowed(
-            Event.ASK, _("A revert cannot wait for a person's decision; it runs to its end or fails.")
+            Trigger.ASK, _("A revert cannot wait for a person's decision; it runs to its end or fails.")
         )
         offered = offered_actions(actions)
         at = moment(deadline, _("The deadline"))

@@ -26,7 +26,7 @@ from ..status import (
     StepState,
 )
 from ..store import DatabaseNow, database_now, held_back_reason, step_counts, version_unserved
-from ..transitions import HELD_STATUSES, Event, allows
+from ..transitions import HELD_STATUSES, Trigger, allows
 from ..values import to_job_id
 from .moments import in_words
 from .progress import progress_of
@@ -180,11 +180,11 @@ def _outcome(job: Job) -> dict[str, Any]:
         "error_code": job.error_code or None,
         "cancel_requested": job.cancel_requested,
         "pause_requested": job.pause_requested,
-        "can_cancel": can(Event.CANCEL) or can(Event.REQUEST_CANCEL),
-        "can_retry": can(Event.RETRY),
-        "can_resume": can(Event.RESUME),
-        "can_pause": can(Event.PAUSE) or can(Event.REQUEST_PAUSE),
-        "can_revert": can(Event.REVERT) and has_revert(job.kind),
+        "can_cancel": can(Trigger.CANCEL) or can(Trigger.REQUEST_CANCEL),
+        "can_retry": can(Trigger.RETRY),
+        "can_resume": can(Trigger.RESUME),
+        "can_pause": can(Trigger.PAUSE) or can(Trigger.REQUEST_PAUSE),
+        "can_revert": can(Trigger.REVERT) and has_revert(job.kind),
         "terminal": job.status in TERMINAL,
         "stale": is_stale(job, getattr(job, "database_now", None) or database_now()),
         "interrupted": job.interrupted,

@@ -19,7 +19,6 @@ from ..errors import EventTimeout
 from ..redaction import shown_text
 from ..status import Status
 from ..store import event_wait_reason, sent_event
-from ..transitions import Event
 from ..values import label, to_event_name, to_timeout
 from .context import WaitInterrupt
 
@@ -31,8 +30,6 @@ EVENT_WAIT_TIMEOUT = gettext_lazy("The timeout of the wait for event %(name)s")
 
 
 class WaitForEventInterrupt(WaitInterrupt):
-    event = Event.WAIT_FOR_EVENT
-
     def __init__(self, name: str, resume_at: datetime | None) -> None:
         super().__init__(shown_text(event_wait_reason(name)), resume_at, Status.AWAITING_EXTERNAL)
         self.name = name

@@ -18,7 +18,7 @@ from ..redaction import describe_exception, package_logger, redact
 from ..registry import JobKind, RunFunction, get_kind
 from ..status import WAITING, Phase, Status, StepState
 from ..store import Lease, database_trouble
-from ..transitions import Event, transition
+from ..transitions import Trigger, transition
 from . import retry
 from .context import (
     CancelInterrupt,
@@ -98,7 +98,7 @@ def refused(ctx: JobContext, exc: JobError) -> Outcome:
     """A run the engine could not even decide an outcome for fails with the error's code."""
     error = describe_exception(exc)
     telemetry.raised(ctx.span, exc)
-    return _outcome(ctx, Event.FAIL, error, error=error, error_code=exc.code)
+    return _outcome(ctx, Trigger.FAIL, error, error=error, error_code=exc.code)
 
 
 def record(
@@ -194,22 +194,22 @@ def _revert_children_first(ctx: JobContext) -> None:
 
 
 def _outcome(
-    ctx: JobContext, event: Event, log_line: str, steps: list[JobStep] | None = None, **given: Any
+    ctx: JobContext, trigger: Trigger, log_line: str, steps: list[JobStep] | None = None, **given: Any
 ) -> Outcome:
     """The run's outcome as the transitions table has it for this job's phase."""
-    fields = transition(event, ctx.phase).values(timezone.now(), **given)
+    fields = transition(trigger, ctx.phase).values(timezone.now(), **given)
     return Outcome(fields, log_line, steps or [])
 
 
 def settle_value(ctx: JobContext, value: Any) -> Outcome:
     """The outcome of a run that returned ``value``."""
     if ctx.reverting:
-        return _outcome(ctx, Event.DONE, _("Reverted."))
+        return _outcome(ctx, Trigger.DONE, _("Reverted."))
     try:
         result = redact(step_result(value))
     except JobError as exc:
-        return _outcome(ctx, Event.FAIL, str(exc), error=str(exc), error_code=exc.code)
-    return _outcome(ctx, Event.DONE, _("Done."), result=result)
+        return _outcome(ctx, Trigger.FAIL, str(exc), error=str(exc), error_code=exc.code)
+    return _outcome(ctx, Trigger.DONE, _("Done."), result=result)
 
 
 def _no_longer_waiting(ctx: JobContext) -> list[JobStep]:
@@ -243,7 +243,7 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
     if isinstance(interrupt, WaitForEventInterrupt):
         return _outcome(
             ctx,
-            Event.WAIT_FOR_EVENT,
+            Trigger.WAIT_FOR_EVENT,
             _("Waiting: %(reason)s") % {"reason": detail},
             _mark_next_pending_step(ctx, interrupt),
             wait_reason=detail,
@@ -255,7 +255,7 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
         steps = [] if ctx.reverting else _mark_next_pending_step(ctx, interrupt)
         return _outcome(
             ctx,
-            Event.WAIT_FOR_CHILDREN,
+            Trigger.WAIT_FOR_CHILDREN,
             _("Waiting: %(reason)s") % {"reason": detail},
             steps,
             wait_reason=detail,
@@ -264,7 +264,7 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
         checks = wait_checks(ctx.job.wait_checks, detail, timezone.now())
         return _outcome(
             ctx,
-            Event.WAIT,
+            Trigger.WAIT,
             "" if checks["count"] > 1 else _("Waiting: %(reason)s") % {"reason": detail},
             _mark_next_pending_step(ctx, interrupt),
             status=interrupt.status,
@@ -276,7 +276,7 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
     if isinstance(interrupt, NeedsUserInterrupt):
         return _outcome(
             ctx,
-            Event.ASK,
+            Trigger.ASK,
             _("Needs a decision: %(question)s") % {"question": detail},
             _mark_next_pending_step(ctx, interrupt),
             user_message=detail,
@@ -287,8 +287,8 @@ def _interrupted(ctx: JobContext, interrupt: Interrupt) -> Outcome:
     if isinstance(interrupt, RetryLaterInterrupt):
         return _retried_later(ctx, interrupt)
     if isinstance(interrupt, PauseInterrupt):
-        return _outcome(ctx, Event.PAUSED, _("Paused; resumed, it goes on after its last finished step."))
-    return _outcome(ctx, Event.CANCELLED, _("Cancelled."))
+        return _outcome(ctx, Trigger.PAUSED, _("Paused; resumed, it goes on after its last finished step."))
+    return _outcome(ctx, Trigger.CANCELLED, _("Cancelled."))
 
 
 def _retried_later(ctx: JobContext, interrupt: RetryLaterInterrupt) -> Outcome:
@@ -299,7 +299,7 @@ def _retried_later(ctx: JobContext, interrupt: RetryLaterInterrupt) -> Outcome:
         line = _("Runs again in %(seconds)s s.") % {"seconds": seconds}
     return _outcome(
         ctx,
-        Event.RETRY_LATER,
+        Trigger.RETRY_LATER,
         line,
         next_run_at=timezone.now() + timedelta(seconds=interrupt.seconds),
         wait_reason=detail,
@@ -327,7 +327,7 @@ def _decided(kind: JobKind, job: Job, phase: Phase, exc: BaseException, error: s
     reverting = phase == Phase.REVERT
     decision = retry.decide(exc, kind, job.attempt, job.max_attempts, timezone.now(), reverting=reverting)
     if isinstance(decision, retry.RetryAt):
-        fields = transition(Event.RETRY_AFTER_ERROR, phase).values(
+        fields = transition(Trigger.RETRY_AFTER_ERROR, phase).values(
             timezone.now(), next_run_at=decision.at, error=error, error_code=decision.code
         )
         delay = decision.delay.total_seconds()
@@ -338,7 +338,7 @@ def _decided(kind: JobKind, job: Job, phase: Phase, exc: BaseException, error: s
             "error": error,
         }
         return Outcome(fields, line)
-    fields = transition(Event.FAIL, phase).values(timezone.now(), error=error, error_code=decision.code)
+    fields = transition(Trigger.FAIL, phase).values(timezone.now(), error=error, error_code=decision.code)
     if reverting:
         return Outcome(fields, _("Revert failed: %(error)s") % {"error": error})
     return Outcome(fields, _("Failed: %(error)s") % {"error": error})

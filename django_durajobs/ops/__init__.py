@@ -23,7 +23,7 @@ from ..models import ACTION_ID_MAX_LENGTH, Job
 from ..redaction import shown_text
 from ..status import TERMINAL
 from ..store.sql import concrete_field
-from ..transitions import Event, allows, sources, transition
+from ..transitions import Trigger, allows, sources, transition
 from ..values import check_message, check_text, short_repr, to_json
 from .deciding import Decision, JobRef, actor_name, apply_decision, decide, get_job, invalid
 from .many import BATCH_SIZE, BulkOutcome, after_cancel, apply_to_many, id_batches, revert_done_children
@@ -97,12 +97,12 @@ def wake(job_id: int) -> bool:
 
     def decide(current: Job, now: datetime) -> Decision:
         due = current.next_run_at is not None and current.next_run_at <= now
-        if due and allows(Event.WAKE, current.phase, current.status):
+        if due and allows(Trigger.WAKE, current.phase, current.status):
             # Its run logs what it finds (a timed wait checked again is logged once): no line here.
-            return transition(Event.WAKE, current.phase).values(now), ""
-        if due and current.on_deadline and allows(Event.DEADLINE, current.phase, current.status):
+            return transition(Trigger.WAKE, current.phase).values(now), ""
+        if due and current.on_deadline and allows(Trigger.DEADLINE, current.phase, current.status):
             action = current.on_deadline
-            fields = transition(Event.DEADLINE, current.phase).values(now, resume_action=action)
+            fields = transition(Trigger.DEADLINE, current.phase).values(now, resume_action=action)
             return fields, str(UNANSWERED % {"action": repr(chosen_label(current.actions, action))})
         raise JobError("job_not_resumable", _("No longer a due timed wait."))
 
@@ -114,7 +114,7 @@ def wake(job_id: int) -> bool:
 
 
 #: The statuses a job wakes from by itself when its ``next_run_at`` comes.
-WAKES_BY_ITSELF = sources(Event.WAKE) | sources(Event.DEADLINE)
+WAKES_BY_ITSELF = sources(Trigger.WAKE) | sources(Trigger.DEADLINE)
 
 
 def wake_due_waits(limit: int = 1000) -> int:

@@ -24,7 +24,7 @@ from ..explain import what_it_does
 from ..models import Job
 from ..registry import has_revert
 from ..status import Phase, Status
-from ..transitions import Event, NotAllowed, Transition, allows, described, transition
+from ..transitions import NotAllowed, Transition, Trigger, allows, described, transition
 from ..values import to_job_id
 
 JobRef = Job | int
@@ -70,29 +70,29 @@ def apply_decision(job: JobRef, decide: Callable[[Job, datetime], Decision]) -> 
 
 #: Each operation's refusal of a job its status does not allow: its code, and its message.
 REFUSAL_CODES = {
-    Event.RESUME: "job_not_resumable",
-    Event.RETRY: "job_not_retryable",
-    Event.PAUSE: "job_not_pausable",
-    Event.CANCEL: "job_not_cancellable",
-    Event.REVERT: "job_not_revertible",
+    Trigger.RESUME: "job_not_resumable",
+    Trigger.RETRY: "job_not_retryable",
+    Trigger.PAUSE: "job_not_pausable",
+    Trigger.CANCEL: "job_not_cancellable",
+    Trigger.REVERT: "job_not_revertible",
 }
 REFUSALS = {
-    Event.RESUME: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be resumed."),
-    Event.RETRY: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be retried."),
-    Event.PAUSE: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be paused."),
-    Event.CANCEL: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be cancelled."),
-    Event.REVERT: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be reverted."),
+    Trigger.RESUME: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be resumed."),
+    Trigger.RETRY: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be retried."),
+    Trigger.PAUSE: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be paused."),
+    Trigger.CANCEL: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be cancelled."),
+    Trigger.REVERT: gettext_lazy("Job %(job)s is %(status)s; only %(allowed)s jobs can be reverted."),
 }
 
 
-def allowed(event: Event, current: Job, also: Event | None = None) -> Transition:
-    """The event's transition for ``current`` as read; its ``REFUSALS`` entry when its status refuses it."""
+def allowed(trigger: Trigger, current: Job, also: Trigger | None = None) -> Transition:
+    """The trigger's transition for ``current`` as read; its ``REFUSALS`` entry when its status refuses it."""
     try:
-        return transition(event, current.phase, current.status)
+        return transition(trigger, current.phase, current.status)
     except NotAllowed:
-        allowed = described(event, *filter(None, [also]))
+        allowed = described(trigger, *filter(None, [also]))
         shown = dict(job=current.pk, status=current.status, allowed=allowed)
-        raise JobError(REFUSAL_CODES[event], REFUSALS[event] % shown) from None
+        raise JobError(REFUSAL_CODES[trigger], REFUSALS[trigger] % shown) from None
 
 
 # The decisions: what each operation does to a job as read, at ``now`` -----------------------------
@@ -109,7 +109,7 @@ DECISION_COLUMNS = (
 def decide_resume(
     current: Job, now: datetime, by: Any, action: str | None = None, data: Any = None
 ) -> Decision:
-    resumed = allowed(Event.RESUME, current)
+    resumed = allowed(Trigger.RESUME, current)
     offered = [entry["id"] for entry in current.actions or []]
     shown = dict(job=current.pk, actions=", ".join(offered), action=repr(action), actor=actor_name(by))
     if action is None and offered and current.status == Status.NEEDS_USER:
@@ -128,7 +128,7 @@ def decide_resume(
 
 
 def decide_retry(current: Job, now: datetime, by: Any) -> Decision:
-    retried = allowed(Event.RETRY, current)
+    retried = allowed(Trigger.RETRY, current)
     actor = {"actor": actor_name(by)}
     if current.phase == Phase.REVERT:
         return retried.values(now), _("Revert retried by %(actor)s.") % actor
@@ -137,22 +137,22 @@ def decide_retry(current: Job, now: datetime, by: Any) -> Decision:
 
 def decide_pause(current: Job, now: datetime, by: Any) -> Decision:
     actor = {"actor": actor_name(by)}
-    if allows(Event.REQUEST_PAUSE, current.phase, current.status):
-        fields = transition(Event.REQUEST_PAUSE, current.phase).values(now)
+    if allows(Trigger.REQUEST_PAUSE, current.phase, current.status):
+        fields = transition(Trigger.REQUEST_PAUSE, current.phase).values(now)
         return fields, _("Pause requested by %(actor)s.") % actor
-    paused = allowed(Event.PAUSE, current, also=Event.REQUEST_PAUSE)
+    paused = allowed(Trigger.PAUSE, current, also=Trigger.REQUEST_PAUSE)
     return paused.values(now), _("Paused by %(actor)s.") % actor
 
 
 def decide_cancel(current: Job, now: datetime, by: Any) -> Decision:
     actor = {"actor": actor_name(by)}
-    if allows(Event.REQUEST_CANCEL, current.phase, current.status):
-        fields = transition(Event.REQUEST_CANCEL, current.phase).values(now)
+    if allows(Trigger.REQUEST_CANCEL, current.phase, current.status):
+        fields = transition(Trigger.REQUEST_CANCEL, current.phase).values(now)
         return fields, _("Cancel requested by %(actor)s.") % actor
     if current.status == Status.REVERTING:
         message = _("Job %(job)s is reverting; a revert cannot be cancelled.") % {"job": current.pk}
         raise JobError("job_not_cancellable", message)
-    cancelled = allowed(Event.CANCEL, current, also=Event.REQUEST_CANCEL)
+    cancelled = allowed(Trigger.CANCEL, current, also=Trigger.REQUEST_CANCEL)
     return cancelled.values(now), _("Cancelled by %(actor)s.") % actor
 
 
@@ -160,7 +160,7 @@ def decide_revert(current: Job, now: datetime, by: Any) -> Decision:
     if not has_revert(current.kind):
         message = _("Job %(job)s (%(kind)s) has no revert.") % {"job": current.pk, "kind": current.kind}
         raise JobError("job_not_revertible", message)
-    reverted = allowed(Event.REVERT, current)
+    reverted = allowed(Trigger.REVERT, current)
     return reverted.values(now), _("Revert requested by %(actor)s.") % {"actor": actor_name(by)}
 
 

@@ -15,7 +15,7 @@ from ..conf import jobs_database
 from ..models import Job
 from ..registry import known_kinds
 from ..status import Status
-from ..transitions import ATTEMPT_COUNTED, NOW, NOW_IF_UNSET, TRANSITIONS, Event, Marker, Transition
+from ..transitions import ATTEMPT_COUNTED, NOW, NOW_IF_UNSET, TRANSITIONS, Marker, Transition, Trigger
 from . import sql
 from .database import database_now_sql, no_flush
 
@@ -120,7 +120,7 @@ def _claim_locked(
     # The server's features are read on a connection: before this thread has its own, Django
     # would open (and close) a temporary one just to read them.
     db.ensure_connection()
-    lock = " FOR UPDATE SKIP LOCKED" if db.features.has_select_for_update_skip_locked else ""
+    lock = pick_lock(db)
     shape = (status, len(kinds), len(queues))
     columns = sql.returned_columns(db, Job)
     pick = sql.statement(
@@ -175,7 +175,10 @@ def _claim_sets(status: str) -> ClaimSets:
 
 #: The claim from each status it takes a job from, as the transitions table has it.
 _CLAIMS: dict[str, Transition] = {
-    status: entry for entry in TRANSITIONS.values() if entry.event == Event.CLAIM for status in entry.sources
+    status: entry
+    for entry in TRANSITIONS.values()
+    if entry.trigger == Trigger.CLAIM
+    for status in entry.sources
 }
 _CLAIM_SETS: dict[str, ClaimSets] = {status: _claim_sets(status) for status in _CLAIMS}
 
@@ -214,6 +217,13 @@ def as_claimed(job: Job, status: str, now: datetime) -> None:
             setattr(job, name, getattr(job, name) or now)
         else:
             setattr(job, name, now if how is NOW else how)
+
+
+def pick_lock(db: BaseDatabaseWrapper) -> str:
+    """The lock clause of every claim's pick: ``FOR UPDATE SKIP LOCKED`` where the server has it,
+    so that workers pass over each other's candidates; SQLite, which locks the whole database,
+    takes the job with an update conditional on the status the candidate was read with."""
+    return " FOR UPDATE SKIP LOCKED" if db.features.has_select_for_update_skip_locked else ""
 
 
 def pick_sql(
@@ -278,8 +288,7 @@ def claim_sql(
 ) -> str:
     """The claim's ``UPDATE … RETURNING``; ``only_if`` is one more condition on the job it picks."""
     quote = db.ops.quote_name
-    lock = " FOR UPDATE SKIP LOCKED" if db.vendor == "postgresql" else ""
-    pick = pick_sql(db, status, kinds, queues, quote("id"), lock, only_if, passed_over)
+    pick = pick_sql(db, status, kinds, queues, quote("id"), pick_lock(db), only_if, passed_over)
     return (
         f"UPDATE {sql.table(db, Job)} SET {_taking_sql(db, status)} "
         f"WHERE {quote('id')} = ({pick}) AND {quote('status')} = %s AND {quote('locked_by')} = ''{flush} "

@@ -22,8 +22,7 @@ from django.utils.translation import gettext as _
 from ..conf import jobs_database
 from ..models import Event, Job
 from ..status import Phase, Status
-from ..transitions import Event as Change
-from ..transitions import transition
+from ..transitions import Trigger, transition
 from ..values import to_event_name, to_event_payload
 from . import changes  # a cycle (a parked job looks for its event through changes): imported whole
 
@@ -73,7 +72,7 @@ def wake_waiters(name: str) -> int:
     woken = 0
     line = _("Event %(name)s was sent; queued again.") % {"name": name}
     while batch := list(waiters(name).only("id", "status", "queue", "parent_id")[:WAKE_BATCH]):
-        fields = transition(Change.EVENT_SENT, Phase.RUN).values(timezone.now())
+        fields = transition(Trigger.EVENT_SENT, Phase.RUN).values(timezone.now())
         if changes.change_status_many(batch, Status.AWAITING_EXTERNAL, fields, line, waits_for_event=name):
             woken += len(batch)
             continue
@@ -88,7 +87,7 @@ def wake_if_sent(job: Job, name: str) -> bool:
     """Wake a job that has just parked to wait for ``name``, if the event was sent meanwhile."""
     if not Event.objects.filter(name=name).exists():
         return False
-    fields = transition(Change.EVENT_SENT, Phase.RUN).values(timezone.now())
+    fields = transition(Trigger.EVENT_SENT, Phase.RUN).values(timezone.now())
     parked = Job(pk=job.pk, status=Status.AWAITING_EXTERNAL, queue=job.queue, parent_id=job.parent_id)
     line = _("Event %(name)s was sent as the job began to wait; queued again.") % {"name": name}
     return changes.change_status(parked, fields, line, waits_for_event=name, phase=Phase.RUN)

@@ -8,7 +8,7 @@ from django.utils.translation import ngettext
 
 from ..models import Job
 from ..status import SETTLED, Phase, Status
-from ..transitions import Event, allows, sources, transition
+from ..transitions import Trigger, allows, sources, transition
 from . import changes  # a cycle (every change made there may wake a parent here): imported whole
 
 
@@ -35,7 +35,7 @@ def wake_parent(parent_id: int) -> bool:
     ``waits_for_children`` lets exactly one succeed.
     """
     parent = Job.objects.filter(pk=parent_id, waits_for_children=True).first()
-    if parent is None or not allows(Event.CHILDREN_SETTLED, parent.phase, parent.status):
+    if parent is None or not allows(Trigger.CHILDREN_SETTLED, parent.phase, parent.status):
         return False
     still_open, total = open_children(parent_id)
     if still_open:
@@ -43,7 +43,7 @@ def wake_parent(parent_id: int) -> bool:
             wait_reason=children_wait_reason(still_open, total)
         )
         return False
-    fields = transition(Event.CHILDREN_SETTLED, parent.phase, parent.status).values(timezone.now())
+    fields = transition(Trigger.CHILDREN_SETTLED, parent.phase, parent.status).values(timezone.now())
     if parent.phase == Phase.REVERT:
         settled = ngettext(
             "The %(total)s child job has settled; its revert goes on.",
@@ -68,6 +68,6 @@ def wake_forgotten_parents(limit: int = 100) -> int:
     caller's transaction that committed late); workers run this now and then."""
     open_child = Job.objects.unsettled().filter(parent_id=OuterRef("pk"))
     forgotten = Job.objects.filter(
-        waits_for_children=True, status__in=sources(Event.CHILDREN_SETTLED)
+        waits_for_children=True, status__in=sources(Trigger.CHILDREN_SETTLED)
     ).exclude(Exists(open_child))
     return sum(wake_parent(pk) for pk in forgotten.values_list("pk", flat=True)[:limit])

@@ -62,7 +62,7 @@ from ..registry import known_kinds, limited_kinds
 from ..status import Status
 from ..transitions import DUE_STATUSES, HELD_STATUSES
 from . import sql
-from .claiming import as_claimed, claim_one, pick_params, pick_sql, take_statement, taking_params
+from .claiming import as_claimed, claim_one, pick_lock, pick_params, pick_sql, take_statement, taking_params
 from .database import database_now, database_now_sql
 
 Scope = tuple[str, str]  # (JobLimit.Scope, name)
@@ -318,7 +318,7 @@ def _pick_and_take(
     full_queues = sorted(queue for queue, limit in limits.queues.items() if held.by_queue[queue] >= limit)
     full_keys = _full_keys(limits, held) + _full_throttles(full)
     only_if, extra = _room_conditions(db, limits, kinds, full_queues, full_keys)
-    lock = " FOR UPDATE SKIP LOCKED" if db.features.has_select_for_update_skip_locked else ""
+    lock = pick_lock(db)
     keys_shape = tuple(len(keys) for _, keys in full_keys)
     shape = (status, len(kinds), len(queues), len(extra), len(full_queues), keys_shape)
     pick = sql.statement(

@@ -14,7 +14,7 @@ from django.utils.translation import ngettext
 from ..conf import get_setting, jobs_database
 from ..models import Job, JobStep
 from ..status import Status, StepState
-from ..transitions import Event, transition
+from ..transitions import Trigger, transition
 from .changes import changed_to, notify_due, written
 from .database import database_now
 from .log import append_log
@@ -71,14 +71,14 @@ def release(job: Job, why: str, extra: Q | None = None) -> int:
             "The worker running this job was lost %(count)s times; it is not handed to another one.",
             losses,
         ) % {"count": losses}
-        fields = transition(Event.WORKER_LOST, job.phase).values(now, error=error)
+        fields = transition(Trigger.WORKER_LOST, job.phase).values(now, error=error)
         line = ngettext(
             "Worker %(worker)s lost; the job failed after %(count)s lost worker.",
             "Worker %(worker)s lost; the job failed after %(count)s lost workers.",
             losses,
         ) % {"worker": job.locked_by, "count": losses}
     else:
-        fields = written(transition(Event.RELEASE, job.phase).values(now))
+        fields = written(transition(Trigger.RELEASE, job.phase).values(now))
         if why == "lost":
             line = _("Worker %(worker)s lost; the job resumes after its last finished step.") % {
                 "worker": job.locked_by

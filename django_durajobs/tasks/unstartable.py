@@ -20,7 +20,7 @@ from ..errors import JobError
 from ..models import Job
 from ..redaction import describe_exception, package_logger
 from ..status import Phase, Status
-from ..transitions import Event, transition
+from ..transitions import Trigger, transition
 from .results import UNKNOWN_TASK, failure_text
 
 logger = package_logger("django_durajobs.tasks")
@@ -55,17 +55,17 @@ def fail_unstartable_tasks(name: str, worker_id: str) -> bool:
     newly_held = [job for job in jobs if job not in ending and job.error_code != UNKNOWN_TASK]
     if ending:
         line = _("Failed: the task cannot be started: %(error)s") % {"error": said}
-        _change(ending, Event.CANNOT_START, line, error=error, error_code=UNKNOWN_TASK)
+        _change(ending, Trigger.CANNOT_START, line, error=error, error_code=UNKNOWN_TASK)
         logger.error("Task %s cannot be started; %s job(s) failed: %s", name, len(ending), said)
     if newly_held:
         line = _("The task cannot be started yet: %(error)s") % {"error": said}
         _change(
-            newly_held, Event.CANNOT_START_YET, line, wait_reason=line, error=error, error_code=UNKNOWN_TASK
+            newly_held, Trigger.CANNOT_START_YET, line, wait_reason=line, error=error, error_code=UNKNOWN_TASK
         )
         logger.warning("Task %s cannot be started yet; %s job(s) held: %s", name, len(newly_held), said)
     return True
 
 
-def _change(jobs: list[Job], event: Event, line: str, **given: str) -> None:
-    fields = transition(event, Phase.RUN).values(timezone.now(), **given)
+def _change(jobs: list[Job], trigger: Trigger, line: str, **given: str) -> None:
+    fields = transition(trigger, Phase.RUN).values(timezone.now(), **given)
     store.change_status_many(jobs, Status.QUEUED, fields, line)

@@ -21,7 +21,7 @@ from django.utils.html import escape
 from django_durajobs import JobError, JobLog, Status, drain, enqueue, retry
 from django_durajobs.admin.pages import answer_of
 from django_durajobs.answers import translated_languages
-from django_durajobs.transitions import Event, described
+from django_durajobs.transitions import Trigger, described
 from tests.admin_pages import change_url, list_url, needs_user_job, operate_url
 from tests.factories import JobFactory
 
@@ -74,7 +74,7 @@ def test_a_refused_operation_is_explained_in_korean_with_the_same_code():
         retry(done)
 
     with translation.override("ko"):
-        allowed = described(Event.RETRY)
+        allowed = described(Trigger.RETRY)
     assert refused.value.code == "job_not_retryable"
     assert str(refused.value) == ko("Job %(job)s is %(status)s; only %(allowed)s jobs can be retried.") % {
         "job": done.pk,
