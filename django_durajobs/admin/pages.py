@@ -30,7 +30,7 @@ from ..errors import JobError
 from ..explain import what_it_does
 from ..models import Job, JobLog
 from ..registry import known_kinds
-from ..status import TERMINAL, Phase, Status
+from ..status import Phase, Status
 from .console import page_version
 from .display import (
     OPERATIONS,
@@ -107,7 +107,7 @@ class JobPageMixin(JobAdminParts):
     def summary_context(self, request: HttpRequest, job: Job) -> dict[str, Any]:
         summary = live_summary(job)
         may = {"operate": self.has_operate_permission(request), "revert": self.has_revert_permission(request)}
-        # Revert undoes finished steps: not offered while the run has finished none.
+        # Revert undoes what the run did: not offered while it has finished no step.
         undoable = job.status == Status.DONE or summary["completed_count"] > 0 or job.phase == Phase.REVERT
         buttons = [
             operation
@@ -118,7 +118,7 @@ class JobPageMixin(JobAdminParts):
             and not (operation.name == "pause" and summary["pause_requested"])
             and not (operation.name == "revert" and not undoable)
             # A question with offered answers is answered with them, not with a bare resume.
-            and not (operation.name == "resume" and summary["actions"] and job.status == Status.NEEDS_USER)
+            and not (operation.name == "resume" and summary["actions"])
         ]
         earlier = summary["completed_count"] - len(summary["completed_steps"])
         children = summary["children"]
@@ -143,7 +143,7 @@ class JobPageMixin(JobAdminParts):
             "answer": answer_of(job),
             "unknown_kind": job.kind not in known_kinds(),
             "confirmed_first": CONFIRMED_FIRST,
-            "may_run_again": may["operate"] and job.status in TERMINAL,
+            "may_run_again": may["operate"] and summary["terminal"],
             "retryable_children": count(retryable_children) if may["operate"] and retryable_children else "",
             "live_url": reverse("admin:django_durajobs_job_live", args=[job.pk]),
             "earlier_completed": count(earlier) if earlier else "",
@@ -152,8 +152,8 @@ class JobPageMixin(JobAdminParts):
             "buttons": [(operation, what_it_does(operation.name, job, done)) for operation in buttons],
             "retry_children_help": what_it_does("retry_children", job, done, retryable_children),
             "run_again_help": what_it_does("run_again", job, done),
-            "may_answer": may["operate"] and job.status == Status.NEEDS_USER,
-            "terminal": job.status in TERMINAL,
+            "may_answer": may["operate"] and summary["can_resume"] and bool(summary["actions"]),
+            "terminal": summary["terminal"],
             "opts": self.model._meta,
         }
 
