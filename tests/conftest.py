@@ -7,8 +7,9 @@
 - ``runjobs``: start ``manage.py runjobs`` processes (with ``child_env``), killed at the end.
 
 Tests whose outcome may differ between Django versions carry the ``django_versions`` mark, given
-here by their file (``DJANGO_VERSIONS``): CI runs them on every Django line and database, and the
-rest on the older line on SQLite only.
+here by their file (``DJANGO_VERSIONS``): CI runs them on every Django line, and the rest on the
+older line on SQLite only. Tests that never use the test run's database carry ``database_free``
+(``DATABASE_FREE``): CI runs them on SQLite only, since the other databases would change nothing.
 
 ``tests.helpers.wait_for`` is the way to wait for something another thread or process does;
 ``tests.helpers.log_of`` reads what a child said.
@@ -46,13 +47,30 @@ DJANGO_VERSIONS = {
     "tests/e2e/test_end_user*.py": "Django's ASGI handler, streaming responses and a browser",
 }
 
+#: The test files that never use the test run's database, and why.
+DATABASE_FREE = {
+    "tests/engine/test_*.py": "pure rules: a test there that asks for the database fails",
+    "tests/e2e/test_quick_start.py": "the demo, on a SQLite file of its own",
+    "tests/e2e/test_missing_extras.py": "a new project, on a SQLite file of its own",
+}
+
+#: Fixtures that use the test run's database, or hand it to a child process.
+USES_THE_DATABASE = {"db", "transactional_db", "live_server", "child_env", "runjobs", "spawn"}
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test of a file in ``DJANGO_VERSIONS`` ``django_versions``, and of tests/e2e/ ``e2e``."""
+    """Mark each test of a file in ``DJANGO_VERSIONS`` ``django_versions``, of one in
+    ``DATABASE_FREE`` ``database_free``, and of tests/e2e/ ``e2e``."""
     for item in items:
         path = item.path.relative_to(REPO_ROOT).as_posix()
         if any(fnmatch(path, pattern) for pattern in DJANGO_VERSIONS):
             item.add_marker(pytest.mark.django_versions)
+        if any(fnmatch(path, pattern) for pattern in DATABASE_FREE):
+            fixtures = set(getattr(item, "fixturenames", ()))
+            if item.get_closest_marker("django_db") or USES_THE_DATABASE & fixtures:
+                message = f"{item.nodeid} asks for the database: take its file out of DATABASE_FREE"
+                raise pytest.UsageError(message)
+            item.add_marker(pytest.mark.database_free)
         if path.startswith("tests/e2e/"):
             item.add_marker(pytest.mark.e2e)
     if os.environ.get("DURAJOBS_TEST_JOBS_DATABASE"):
