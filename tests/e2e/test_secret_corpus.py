@@ -27,7 +27,7 @@ from django.utils.html import escape
 from django_durajobs import Job, JobStep, Status, children_summary, describe, drain, enqueue
 from django_durajobs.admin.console import LIVE_ROWS
 from django_durajobs.redaction import REDACTED
-from tests.secret_corpus import CORPUS
+from tests.secret_corpus import CORPUS, GROUPS, group_text
 from tests.testapp.kinds_secrets import ENDINGS
 
 #: The admin pages of one job, by URL name (they take the job's id). Add a page here when the
@@ -75,11 +75,12 @@ def leaks(text: str) -> list[str]:
 
 
 def enqueue_corpus() -> tuple[Job, list[Job]]:
-    """A parent, and below it one job per shape and ending; each subject holds its shape's text."""
+    """A parent, and below it one job per group of shapes and ending; each subject holds its
+    group's texts (``GROUPS``: a group is redacted as each of its shapes alone)."""
     parent, _ = enqueue("secrets_family")
     jobs = [
-        enqueue("secrets_everywhere", parent=parent, subject={"text": shape.text, "ending": ending})[0]
-        for shape in CORPUS
+        enqueue("secrets_everywhere", parent=parent, subject={"text": group_text(group), "ending": ending})[0]
+        for group in GROUPS
         for ending in ENDINGS
     ]
     return parent, jobs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from django_durajobs.redaction import REDACTED, redact_text
-from tests.secret_corpus import CORPUS, Shape
+from tests.secret_corpus import CORPUS, GROUPS, Shape, group_text
 
 
 def test_the_corpus_has_sixty_shapes_each_with_a_secret_of_its_own():
@@ -23,3 +23,12 @@ def test_each_shape_alone_is_redacted(shape: Shape):
 
     assert shape.secret not in redacted
     assert REDACTED in redacted
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=lambda group: " + ".join(shape.name for shape in group))
+def test_a_group_of_shapes_is_redacted_as_each_of_them_alone(group: tuple[Shape, ...]):
+    assert redact_text(group_text(group)) == "\n".join(redact_text(shape.text) for shape in group)
+
+
+def test_every_shape_is_in_one_group():
+    assert sorted(shape.name for group in GROUPS for shape in group) == sorted(shape.name for shape in CORPUS)
