@@ -7,6 +7,7 @@ Over 400 lines: ``enqueue``, ``enqueue_many`` and their race handling share one 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -97,6 +98,29 @@ def _resolve_parent(parent: Job | int | None) -> int | None:
     return parent_id
 
 
+@dataclass(frozen=True)
+class EnqueueOptions:
+    """What an ``enqueue()`` (or one spec of ``enqueue_many()``) asks for, as given: checked by
+    ``_checked_fields`` into a job row's fields."""
+
+    subject: Any = None
+    idempotency_key: str | None = None
+    created_by: Any = None
+    actor_type: str = "user"
+    group_id: str | None = None
+    subject_type: str | None = None
+    subject_id: str | int | None = None
+    label: str | None = None
+    parent: Job | int | None = None
+    run_at: datetime | timedelta | None = None
+    max_attempts: int | None = None
+    initial_status: str | None = None
+    queue: str | None = None
+    priority: int | None = None
+    concurrency_key: str | None = None
+    timeout: float | timedelta | None = None
+
+
 def enqueue(
     kind: str | JobKind,
     *,
@@ -134,9 +158,7 @@ def enqueue(
     debounced = debounce is not None or debounce_max_wait is not None
     others = {"idempotency_key": idempotency_key, "run_at": run_at, "initial_status": initial_status}
     window = checked_window(debounce, debounce_max_wait, others) if debounced else None
-    definition, fields = _checked_fields(
-        kind,
-        timezone.now(),
+    options = EnqueueOptions(
         subject=subject,
         idempotency_key=idempotency_key,
         created_by=created_by,
@@ -154,6 +176,7 @@ def enqueue(
         concurrency_key=concurrency_key,
         timeout=timeout,
     )
+    definition, fields = _checked_fields(kind, timezone.now(), options)
     if window is not None:
         return enqueue_debounced(fields, window, partial(_insert, definition))
     return _enqueue_checked(definition, fields)
@@ -192,7 +215,7 @@ def enqueue_many(kind: str | JobKind, specs: Iterable[dict[str, Any]]) -> list[t
     >>> enqueue_many("send_invoice", [{"subject": {"invoice": n}} for n in range(1000)])
     """
     now = timezone.now()  # jobs enqueued together without a run_at are due together
-    checked = [_checked_fields(kind, now, **spec) for spec in specs]
+    checked = [_checked_fields(kind, now, EnqueueOptions(**spec)) for spec in specs]
     if not checked:
         return []
     definition = checked[0][0]
@@ -242,25 +265,7 @@ def _insert(definition: JobKind, fields: dict[str, Any]) -> Job:
 
 
 def _checked_fields(
-    kind: str | JobKind,
-    now: datetime,
-    *,
-    subject: Any = None,
-    idempotency_key: str | None = None,
-    created_by: Any = None,
-    actor_type: str = "user",
-    group_id: str | None = None,
-    subject_type: str | None = None,
-    subject_id: str | int | None = None,
-    label: str | None = None,
-    parent: Job | int | None = None,
-    run_at: datetime | timedelta | None = None,
-    max_attempts: int | None = None,
-    initial_status: str | None = None,
-    queue: str | None = None,
-    priority: int | None = None,
-    concurrency_key: str | None = None,
-    timeout: float | timedelta | None = None,
+    kind: str | JobKind, now: datetime, options: EnqueueOptions
 ) -> tuple[JobKind, dict[str, Any]]:
     """The kind and the row's fields for an enqueue at ``now``.
 
@@ -268,54 +273,63 @@ def _checked_fields(
     """
     definition = kind if isinstance(kind, JobKind) else get_kind(kind)
     subject = to_json(
-        {} if subject is None else subject,
+        {} if options.subject is None else options.subject,
         what=_InputNames.subject,
         max_bytes=get_setting("MAX_SUBJECT_BYTES"),
     )
-    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key.strip()):
-        raise _refuse(
-            _("An idempotency key must be a non-blank string, not %(value)s.")
-            % {"value": repr(idempotency_key)}
-        )
-    key = _optional_text(idempotency_key, _InputNames.idempotency_key) or None
-    if max_attempts is not None and (problem := max_attempts_problem(max_attempts)):
-        raise _refuse(problem)
-    if priority is not None and (
-        isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITY_RANGE
+    if options.idempotency_key is not None and (
+        not isinstance(options.idempotency_key, str) or not options.idempotency_key.strip()
     ):
         raise _refuse(
-            _("priority must be an integer from -100 to 100, not %(value)s.") % {"value": repr(priority)}
+            _("An idempotency key must be a non-blank string, not %(value)s.")
+            % {"value": repr(options.idempotency_key)}
         )
-    status = initial_status or Status.QUEUED
+    key = _optional_text(options.idempotency_key, _InputNames.idempotency_key) or None
+    if options.max_attempts is not None and (problem := max_attempts_problem(options.max_attempts)):
+        raise _refuse(problem)
+    if options.priority is not None and (
+        isinstance(options.priority, bool)
+        or not isinstance(options.priority, int)
+        or options.priority not in PRIORITY_RANGE
+    ):
+        raise _refuse(
+            _("priority must be an integer from -100 to 100, not %(value)s.")
+            % {"value": repr(options.priority)}
+        )
+    status = options.initial_status or Status.QUEUED
     if status not in INITIAL_STATUSES:
         raise _refuse(
             _("A job cannot start as %(status)s; it can start queued or in a waiting state.")
             % {"status": repr(status)}
         )
-    if run_at is not None and status in (Status.PAUSED, Status.NEEDS_USER):
+    if options.run_at is not None and status in (Status.PAUSED, Status.NEEDS_USER):
         raise _refuse(
             _("A job that starts %(status)s waits for a person; it takes no run_at.") % {"status": status}
         )
     fields = dict(
         kind=definition.name,
         kind_version=definition.version,
-        label=_optional_text(label, _InputNames.label) or str(definition.title)[:255],
+        label=_optional_text(options.label, _InputNames.label) or str(definition.title)[:255],
         status=status,
         subject=subject,
-        queue=_optional_text(queue, _InputNames.queue, 100) or definition.queue,
-        priority=definition.priority if priority is None else priority,
-        max_attempts=max_attempts or definition.max_attempts,
-        timeout=definition.timeout if timeout is None else to_timeout(timeout, _InputNames.timeout),
+        queue=_optional_text(options.queue, _InputNames.queue, 100) or definition.queue,
+        priority=definition.priority if options.priority is None else options.priority,
+        max_attempts=options.max_attempts or definition.max_attempts,
+        timeout=definition.timeout
+        if options.timeout is None
+        else to_timeout(options.timeout, _InputNames.timeout),
         # A waiting job's next_run_at is when it wakes by itself: only if asked for.
-        next_run_at=_run_at(run_at, now) if status == Status.QUEUED or run_at is not None else None,
+        next_run_at=_run_at(options.run_at, now)
+        if status == Status.QUEUED or options.run_at is not None
+        else None,
         idempotency_key=key,
-        created_by_id=_creator_id(created_by),
-        actor_type=_optional_text(actor_type, _InputNames.actor_type, 20) or Job.ActorType.USER,
-        group_id=_optional_text(group_id, _InputNames.group_id),
-        subject_type=_optional_text(subject_type, _InputNames.subject_type, 100),
-        subject_id=_optional_text(subject_id, _InputNames.subject_id),
-        parent_id=_resolve_parent(parent),
-        concurrency_key=_concurrency_key(definition, subject, concurrency_key),
+        created_by_id=_creator_id(options.created_by),
+        actor_type=_optional_text(options.actor_type, _InputNames.actor_type, 20) or Job.ActorType.USER,
+        group_id=_optional_text(options.group_id, _InputNames.group_id),
+        subject_type=_optional_text(options.subject_type, _InputNames.subject_type, 100),
+        subject_id=_optional_text(options.subject_id, _InputNames.subject_id),
+        parent_id=_resolve_parent(options.parent),
+        concurrency_key=_concurrency_key(definition, subject, options.concurrency_key),
     )
     fields["fairness_key"] = fairness_key_of(
         definition.name, fields["queue"], _fairness_key(definition, subject)
