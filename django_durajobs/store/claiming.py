@@ -4,6 +4,7 @@ workers pass over each other."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,12 +28,20 @@ _next_revert_lookup = 0.0
 CLAIM_RETURNING = frozenset({"postgresql", "sqlite"})
 
 
+@dataclass(frozen=True)
+class ClaimRequest:
+    """Who claims (a worker, and the lease token it will hold) and from which queues (none: any):
+    the same for every status and kind a claim looks through."""
+
+    worker_id: str
+    token: str
+    queues: tuple[str, ...] = ()
+
+
 def claim_one(
     db: BaseDatabaseWrapper,
     status: str,
-    queues: tuple[str, ...],
-    worker_id: str,
-    token: str,
+    request: ClaimRequest,
     now: datetime | None = None,
     kinds: list[str] | None = None,
     passed_over: tuple[str, ...] = (),
@@ -48,8 +57,8 @@ def claim_one(
         return None
     now = now or timezone.now()
     if db.vendor in CLAIM_RETURNING:
-        return _claim_returning(db, status, kinds, queues, passed_over, worker_id, token, now, only_if)
-    return _claim_locked(db, status, kinds, queues, passed_over, worker_id, token, now, only_if)
+        return _claim_returning(db, status, kinds, passed_over, request, now, only_if)
+    return _claim_locked(db, status, kinds, passed_over, request, now, only_if)
 
 
 #: One more condition of a claim's pick: SQL (`` AND …``) and its parameters.
@@ -80,21 +89,19 @@ def _claim_returning(
     db: BaseDatabaseWrapper,
     status: str,
     kinds: list[str],
-    queues: tuple[str, ...],
     passed_over: tuple[str, ...],
-    worker_id: str,
-    token: str,
+    request: ClaimRequest,
     now: datetime,
     only_if: Condition = ("", ()),
 ) -> Job | None:
     """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING …`` (on PostgreSQL the subquery locks
     with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip."""
     flush = no_flush(db)
-    shape = (status, len(kinds), len(queues), flush, len(passed_over))
+    shape = (status, len(kinds), len(request.queues), flush, len(passed_over))
     statement = sql.statement(
         db, ("claim", *shape, only_if[0]), lambda: claim_sql(db, *shape, only_if=only_if[0])
     )
-    params = claim_params(db, status, kinds, queues, worker_id, token, now, passed_over)
+    params = claim_params(db, status, kinds, request, now, passed_over)
     params[-1:-1] = only_if[1]  # after the pick's parameters, before the status the update checks
     rows = sql.fetch(db, statement, params)
     return sql.read_rows(db, Job, rows)[0] if rows else None
@@ -104,10 +111,8 @@ def _claim_locked(
     db: BaseDatabaseWrapper,
     status: str,
     kinds: list[str],
-    queues: tuple[str, ...],
     passed_over: tuple[str, ...],
-    worker_id: str,
-    token: str,
+    request: ClaimRequest,
     now: datetime,
     only_if: Condition = ("", ()),
 ) -> Job | None:
@@ -121,7 +126,7 @@ def _claim_locked(
     # would open (and close) a temporary one just to read them.
     db.ensure_connection()
     lock = pick_lock(db)
-    shape = (status, len(kinds), len(queues))
+    shape = (status, len(kinds), len(request.queues))
     columns = sql.returned_columns(db, Job)
     pick = sql.statement(
         db,
@@ -133,14 +138,13 @@ def _claim_locked(
     prepared_now = sql.prepared_datetime(db, now)
     for _ in range(10):
         with transaction.atomic(using=jobs_database()):
-            params = [*pick_params(status, kinds, queues, prepared_now, passed_over), *only_if[1]]
+            params = [*pick_params(status, kinds, request.queues, prepared_now, passed_over), *only_if[1]]
             rows = sql.fetch(db, pick, params)
             if not rows:
                 return None
             [job] = sql.read_rows(db, Job, rows)
-            if sql.run(db, take, [*taking_params(status, worker_id, token, prepared_now), job.pk, status]):
-                as_claimed(job, status, now)
-                job.locked_by, job.lease_token, job.locked_at, job.updated_at = worker_id, token, now, now
+            if sql.run(db, take, [*taking_params(status, request, prepared_now), job.pk, status]):
+                as_claimed(job, status, now, request)
                 return job
     return None
 
@@ -204,11 +208,12 @@ def _taking_sql(db: BaseDatabaseWrapper, status: str) -> str:
     )
 
 
-def taking_params(status: str, worker_id: str, token: str, now: Any) -> list[Any]:
-    return [*(now if value is NOW else value for value in _CLAIM_SETS[status][1]), worker_id, token, now]
+def taking_params(status: str, request: ClaimRequest, now: Any) -> list[Any]:
+    values = (now if value is NOW else value for value in _CLAIM_SETS[status][1])
+    return [*values, request.worker_id, request.token, now]
 
 
-def as_claimed(job: Job, status: str, now: datetime) -> None:
+def as_claimed(job: Job, status: str, now: datetime, request: ClaimRequest) -> None:
     """Set on ``job`` what its claim set in the database (where the database could not return it)."""
     for name, how in _CLAIM_SETS[status][0]:
         if how is ATTEMPT_COUNTED:
@@ -217,6 +222,7 @@ def as_claimed(job: Job, status: str, now: datetime) -> None:
             setattr(job, name, getattr(job, name) or now)
         else:
             setattr(job, name, now if how is NOW else how)
+    job.locked_by, job.lease_token, job.locked_at, job.updated_at = request.worker_id, request.token, now, now
 
 
 def pick_lock(db: BaseDatabaseWrapper) -> str:
@@ -300,16 +306,14 @@ def claim_params(
     db: BaseDatabaseWrapper,
     status: str,
     kinds: list[str],
-    queues: tuple[str, ...],
-    worker_id: str,
-    token: str,
+    request: ClaimRequest,
     now: datetime,
     passed_over: tuple[str, ...] = (),
 ) -> list[Any]:
     """The parameters of ``claim_sql``, in its order."""
     now = sql.prepared_datetime(db, now)
-    picked = pick_params(status, kinds, queues, now, passed_over)
-    return [*taking_params(status, worker_id, token, now), *picked, status]
+    picked = pick_params(status, kinds, request.queues, now, passed_over)
+    return [*taking_params(status, request, now), *picked, status]
 
 
 def due_kinds_not_in(known: list[str], most: int = 20) -> list[str]:

@@ -20,7 +20,7 @@ from ..models import Job
 from ..registry import fair_kinds, known_kinds
 from ..status import Status
 from . import sql
-from .claiming import Condition, claim_one
+from .claiming import ClaimRequest, Condition, claim_one
 from .limiting import Limits
 
 #: How many keys one claim tries when another worker took the chosen key's due jobs meanwhile.
@@ -46,9 +46,7 @@ def fairness_key_of(kind_name: str, queue: str, key: str) -> str:
     return kind_name if queue in get_setting("FAIR_QUEUES") else ""
 
 
-def claim_fairly(
-    db: BaseDatabaseWrapper, queues: tuple[str, ...], worker_id: str, token: str, limits: Limits | None
-) -> Job | None:
+def claim_fairly(db: BaseDatabaseWrapper, request: ClaimRequest, limits: Limits | None) -> Job | None:
     """Claim a queued job for the next key's turn (the module's text says which), of a kind and in
     a queue that no limit applies to."""
     global _cursor, _next_keyless_lookup
@@ -58,19 +56,15 @@ def claim_fairly(
     if not kinds:
         return None
     for _try in range(KEYS_TRIED):
-        key = _next_key(db, _cursor, kinds, queues, now)
+        key = _next_key(db, _cursor, kinds, request.queues, now)
         if key is None:
             _cursor = ""
-            unkeyed = claim_one(
-                db, Status.QUEUED, queues, worker_id, token, now, kinds, passed_over, _KEYLESS
-            )
-            if unkeyed is not None or _next_key(db, "", kinds, queues, now) is None:
+            unkeyed = claim_one(db, Status.QUEUED, request, now, kinds, passed_over, _KEYLESS)
+            if unkeyed is not None or _next_key(db, "", kinds, request.queues, now) is None:
                 return unkeyed
             continue
         _cursor = key
-        job = claim_one(
-            db, Status.QUEUED, queues, worker_id, token, now, kinds, passed_over, _with_key(db, key)
-        )
+        job = claim_one(db, Status.QUEUED, request, now, kinds, passed_over, _with_key(db, key))
         if job is not None:
             return job
     return None

@@ -20,7 +20,7 @@ from ..status import Status
 from ..transitions import DUE_STATUSES
 from . import sql
 from .changes import changed_to, notify_due, written
-from .claiming import claim_one, claim_order, claim_params, claim_sql, reverts_looked_for_lately
+from .claiming import ClaimRequest, claim_one, claim_order, claim_params, claim_sql, reverts_looked_for_lately
 from .database import DatabaseNow, made_despite_deadlocks, new_token, no_flush
 from .fairness import claim_fairly, fairness_in_force
 from .limiting import claim_under_limits, current_limits
@@ -36,8 +36,7 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     under limits are claimed as ``limiting.py`` says, passing over those a limit holds back.
     """
     db = sql.database()
-    queues = tuple(queues or ())
-    token = new_token()
+    request = ClaimRequest(worker_id, new_token(), tuple(queues or ()))
     limits = current_limits()
     order = claim_order()
     rare_first = order[0] == Status.REVERTING  # jobs under limits are looked for first as often
@@ -45,20 +44,20 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     for status in order:
         job = None
         if fair and status == Status.QUEUED:  # jobs under limits are claimed as limiting.py says
-            job = claim_fairly(db, queues, worker_id, token, limits)
+            job = claim_fairly(db, request, limits)
         if job is not None:
             break
         if limits is None:
-            job = claim_one(db, status, queues, worker_id, token)
+            job = claim_one(db, status, request)
         else:
-            job = claim_under_limits(db, status, queues, worker_id, token, limits, rare_first)
+            job = claim_under_limits(db, status, request, limits, rare_first)
         if job is not None:
             break
     else:
         return None
     if job.status == Status.RUNNING:
         changed_to(job, Status.QUEUED, Status.RUNNING)
-    return Lease(job, worker_id, token, queues)
+    return Lease(job, worker_id, request.token, request.queues)
 
 
 def heartbeat(leases: Iterable[Lease]) -> list[Lease]:
@@ -257,7 +256,9 @@ class Lease:
 
         def write(claiming: bool) -> Job | None:
             """The outcome, and with ``claiming`` the next job's claim: that job, or None."""
-            next_claim = (kinds, passed_over, token) if claiming else None
+            next_claim = (
+                (kinds, passed_over, ClaimRequest(self.worker_id, token, self.queues)) if claiming else None
+            )
             if in_one_statement:  # the common case, a job done
                 return self._finish_in_one_statement(db, update, params, log_line, next_claim, now)
             with sql.transaction(db, statements_only=not trim):
@@ -274,7 +275,12 @@ class Lease:
                 if not claiming:
                     return None
                 return claim_one(
-                    db, Status.QUEUED, self.queues, self.worker_id, token, now, kinds, passed_over
+                    db,
+                    Status.QUEUED,
+                    ClaimRequest(self.worker_id, token, self.queues),
+                    now,
+                    kinds,
+                    passed_over,
                 )
 
         # InnoDB may make the claim, meeting another worker's, a deadlock's victim, and with it the
@@ -292,11 +298,11 @@ class Lease:
         update: sql.Statement,
         params: list[Any],
         log_line: str | None,
-        next_claim: tuple[list[str], tuple[str, ...], str] | None,
+        next_claim: tuple[list[str], tuple[str, ...], ClaimRequest] | None,
         now: datetime,
     ) -> Job | None:
         """PostgreSQL: the outcome, any log line and, with ``next_claim`` (kinds, queues passed
-        over, token), the next claim, in one statement; returns the job claimed."""
+        over, the claim request), the next claim, in one statement; returns the job claimed."""
         claimed_shape = (len(next_claim[0]), len(self.queues), len(next_claim[1])) if next_claim else ()
         shape = (update, bool(log_line), *claimed_shape)
         statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
@@ -304,10 +310,8 @@ class Lease:
         if log_line:
             params += [now, clean_log_line(log_line)]
         if next_claim:
-            kinds, passed_over, token = next_claim
-            params += claim_params(
-                db, Status.QUEUED, kinds, self.queues, self.worker_id, token, now, passed_over
-            )
+            kinds, passed_over, request = next_claim
+            params += claim_params(db, Status.QUEUED, kinds, request, now, passed_over)
         rows = sql.fetch(db, statement, params)
         if not rows:
             raise self._lost()

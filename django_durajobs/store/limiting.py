@@ -62,7 +62,16 @@ from ..registry import known_kinds, limited_kinds
 from ..status import Status
 from ..transitions import DUE_STATUSES, HELD_STATUSES
 from . import sql
-from .claiming import as_claimed, claim_one, pick_lock, pick_params, pick_sql, take_statement, taking_params
+from .claiming import (
+    ClaimRequest,
+    as_claimed,
+    claim_one,
+    pick_lock,
+    pick_params,
+    pick_sql,
+    take_statement,
+    taking_params,
+)
 from .database import database_now, database_now_sql
 
 Scope = tuple[str, str]  # (JobLimit.Scope, name)
@@ -241,9 +250,7 @@ def full_rates(db: BaseDatabaseWrapper, limits: Limits) -> dict[Any, datetime]:
 def claim_under_limits(
     db: BaseDatabaseWrapper,
     status: str,
-    queues: tuple[str, ...],
-    worker_id: str,
-    token: str,
+    request: ClaimRequest,
     limits: Limits,
     limited_first: bool,
 ) -> Job | None:
@@ -253,10 +260,10 @@ def claim_under_limits(
     now = timezone.now()
 
     def plain() -> Job | None:
-        return claim_one(db, status, queues, worker_id, token, now, limits.plain_kinds, limits.limited_queues)
+        return claim_one(db, status, request, now, limits.plain_kinds, limits.limited_queues)
 
     def limited() -> Job | None:
-        return _claim_limited(db, status, queues, worker_id, token, now, limits)
+        return _claim_limited(db, status, request, now, limits)
 
     first, then = (limited, plain) if limited_first else (plain, limited)
     return first() or then()
@@ -265,9 +272,7 @@ def claim_under_limits(
 def _claim_limited(
     db: BaseDatabaseWrapper,
     status: str,
-    queues: tuple[str, ...],
-    worker_id: str,
-    token: str,
+    request: ClaimRequest,
     now: datetime,
     limits: Limits,
 ) -> Job | None:
@@ -281,7 +286,7 @@ def _claim_limited(
         startable = [kind for kind in kinds if not _kind_is_full(kind, limits, held, rated)]
         if not startable:
             return None
-        outcome = _pick_and_take(db, status, startable, queues, worker_id, token, now, limits, held, rated)
+        outcome = _pick_and_take(db, status, startable, request, now, limits, held, rated)
         if not isinstance(outcome, PickAgain):
             return outcome
         if outcome.missing:
@@ -306,9 +311,7 @@ def _pick_and_take(
     db: BaseDatabaseWrapper,
     status: str,
     kinds: list[str],
-    queues: tuple[str, ...],
-    worker_id: str,
-    token: str,
+    request: ClaimRequest,
     now: datetime,
     limits: Limits,
     held: Held,
@@ -320,6 +323,7 @@ def _pick_and_take(
     only_if, extra = _room_conditions(db, limits, kinds, full_queues, full_keys)
     lock = pick_lock(db)
     keys_shape = tuple(len(keys) for _, keys in full_keys)
+    queues = request.queues
     shape = (status, len(kinds), len(queues), len(extra), len(full_queues), keys_shape)
     pick = sql.statement(
         db,
@@ -352,14 +356,13 @@ def _pick_and_take(
             if limits.held_back_by(job, held_now(db), rated):
                 return PickAgain()
         take = take_statement(db, status)
-        if not sql.run(db, take, [*taking_params(status, worker_id, token, prepared_now), job.pk, status]):
+        if not sql.run(db, take, [*taking_params(status, request, prepared_now), job.pk, status]):
             return PickAgain()
         if rate:
             _record_start(db, locked[(KIND, job.kind)], rate, now)
         if throttle:
             _record_start(db, locked[throttled], throttle, now)
-    as_claimed(job, status, now)
-    job.locked_by, job.lease_token, job.locked_at, job.updated_at = worker_id, token, now, now
+    as_claimed(job, status, now, request)
     return job
 
 
