@@ -16,7 +16,7 @@ from ..conf import get_setting
 from ..models import Job, Worker
 from ..registry import kind_versions
 from ..transitions import HELD_STATUSES
-from .database import DatabaseNow, database_now
+from .database import DatabaseNow, database_now, made_despite_deadlocks
 
 #: A worker not seen for this long is forgotten: its row is deleted by the next worker to start.
 FORGET_WORKERS_AFTER = timedelta(days=1)
@@ -42,22 +42,23 @@ def new_worker_id(name: str | None = None) -> str:
 
 
 def register_worker(worker_id: str, queues: Iterable[str], concurrency: int) -> None:
-    """Say that this process runs as ``worker_id``; forget the workers gone for a day."""
+    """Say that this process runs as ``worker_id``; forget the workers gone for a day.
+
+    Workers that start together may deadlock on InnoDB's gap locks (each looks for its new row
+    before inserting it): the one made the victim registers again."""
     now = database_now()
     Worker.objects.filter(last_seen_at__lt=now - FORGET_WORKERS_AFTER).delete()
-    Worker.objects.update_or_create(
-        worker_id=worker_id,
-        defaults={
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "queues": sorted(queues),
-            "concurrency": concurrency,
-            "kind_versions": kind_versions(),
-            "started_at": now,
-            "last_seen_at": now,
-            "stopped_at": None,
-        },
-    )
+    row = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "queues": sorted(queues),
+        "concurrency": concurrency,
+        "kind_versions": kind_versions(),
+        "started_at": now,
+        "last_seen_at": now,
+        "stopped_at": None,
+    }
+    made_despite_deadlocks(lambda _first: Worker.objects.update_or_create(worker_id=worker_id, defaults=row))
 
 
 def worker_alive(worker_id: str, queues: Iterable[str], concurrency: int) -> None:

@@ -1,10 +1,11 @@
 """A worker's write that InnoDB makes a deadlock's victim, with real deadlocks on MariaDB.
 
-Workers meet in the claim: a finish that also claims the next job may lose a deadlock to another
-worker's claim or finish (seen in the proving ground's restarts on MariaDB), and InnoDB then
-rolls back the finish's whole transaction. The finish is made again without the claim; a write
-that keeps losing gives its job back, to resume after its last finished step, and the worker's
-thread goes on.
+Workers meet in the claim, and when they start together. A finish that also claims the next job
+may lose a deadlock to another worker's claim or finish (seen in the proving ground's restarts on
+MariaDB), and InnoDB then rolls back the finish's whole transaction. The finish is made again
+without the claim; a write that keeps losing gives its job back, to resume after its last finished
+step, and the worker's thread goes on. A worker whose registration loses one (workers starting
+together, seen in CI's event race on MariaDB) registers again.
 
 Each deadlock here is real: a rival transaction that changed many rows holds a row the worker's
 transaction then asks for, and waits for the job row the worker's transaction holds. InnoDB rolls
@@ -23,6 +24,8 @@ from django.utils import timezone
 
 from django_durajobs import Job, Status, enqueue
 from django_durajobs.models import JobLog
+from django_durajobs.models import Worker as WorkerRow
+from django_durajobs.store import register_worker
 from django_durajobs.store.database import DEADLOCK_TRIES
 from django_durajobs.worker import Worker, WorkerOptions
 from tests.testapp.kinds_database import KIND, TWO_STEPS, effect_name
@@ -164,3 +167,28 @@ def test_a_run_whose_write_lost_a_deadlock_gives_its_job_back_and_its_thread_goe
     assert first.status == Status.DONE
     # Its steps ran once: it resumed after its last finished step.
     assert effects(first) == sorted(effect_name(first.pk, step) for step in TWO_STEPS)
+
+
+def test_a_worker_whose_registration_lost_a_deadlock_registers_again():
+    pivot = SideEffect.objects.create(name="pivot")
+    held, _ = enqueue(KIND, subject={})
+    lost: list[int] = []
+
+    def lose_at_the_insert(execute, sql, params, many, context):
+        if sql.startswith(f"INSERT INTO `{WorkerRow._meta.db_table}`") and not lost:
+            cursor = context["cursor"]
+            # Inside the registration's transaction: it holds a job's row, as a finish would.
+            cursor.execute(f"SELECT id FROM {Job._meta.db_table} WHERE id = %s FOR UPDATE", [held.pk])
+            try:
+                lose_a_deadlock(cursor, held.pk, pivot.pk)
+            except OperationalError as exc:
+                lost.append(exc.__cause__.args[0])
+                raise
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(lose_at_the_insert):
+        register_worker("host:1:registered", ["default"], 2)
+
+    assert lost == [1213]
+    row = WorkerRow.objects.get(worker_id="host:1:registered")
+    assert (row.queues, row.concurrency) == (["default"], 2)
