@@ -1,4 +1,4 @@
-"""A first project on the installed wheel (run by scripts/check-wheel, in a fresh virtualenv).
+"""A first project on the installed wheel with its [postgres] extra (scripts/check-quickstart's third part).
 
 Makes a project in the current directory whose app's jobs.py is the README's Installation example,
 on a fresh PostgreSQL database, runs its first job with ``runjobs --burst`` and checks what a user
@@ -81,7 +81,7 @@ def readme_block(first_line: str, section: str) -> str:
     for code in re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL):
         if code.startswith(first_line):
             return code
-    sys.exit(f"check-wheel: README.md's {section!r} has no Python block starting {first_line!r}")
+    sys.exit(f"check-quickstart (3/3): README.md's {section!r} has no Python block starting {first_line!r}")
 
 
 FAILED: list[str] = []
@@ -118,7 +118,7 @@ def manage(*arguments: str) -> str:
         [sys.executable, "manage.py", *arguments], cwd=HERE, env=env, capture_output=True, text=True
     )
     if done.returncode:
-        sys.exit(f"check-wheel: manage.py {' '.join(arguments)} failed:\n{done.stdout}{done.stderr}")
+        sys.exit(f"check-quickstart (3/3): manage.py {' '.join(arguments)} failed:\n{done.stdout}{done.stderr}")
     return done.stdout
 
 
@@ -212,8 +212,8 @@ def main() -> None:
         with server("postgres") as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
     if FAILED:
-        sys.exit(f"check-wheel: {len(FAILED)} check(s) failed")
-    print("check-wheel: the built wheel installs and runs a first job")
+        sys.exit(f"check-quickstart (3/3): {len(FAILED)} check(s) failed")
+    print("check-quickstart (3/3): the built wheel installs and runs a first job")
 
 
 if __name__ == "__main__":

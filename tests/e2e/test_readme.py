@@ -1,7 +1,7 @@
 """The README's examples run as pasted: its ``myapp`` modules are written to a package of that name
 and a fresh Python process runs the README's own code against this run's test database.
 
-scripts/check-wheel runs the Installation example once more from an installed wheel, with a real
+scripts/check-quickstart runs the Installation example once more from an installed wheel, with a real
 ``runjobs`` worker.
 """
 
