@@ -25,14 +25,8 @@ from ..status import (
     Status,
     StepState,
 )
-from ..store import (
-    DatabaseNow,
-    children_counts,
-    database_now,
-    held_back_reason,
-    step_counts,
-    version_unserved,
-)
+from ..store import DatabaseNow, database_now, held_back_reason, step_counts, version_unserved
+from ..store.family import children_counts
 from ..transitions import HELD_STATUSES, Trigger, allows
 from ..values import to_job_id
 from .moments import in_words

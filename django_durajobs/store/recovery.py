@@ -3,7 +3,6 @@ back by ``waking.release``, as a stopping worker's are."""
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 
 from django.db.models import Q
@@ -12,8 +11,6 @@ from ..conf import get_setting
 from ..models import Job
 from .database import database_now
 from .waking import release
-
-logger = logging.getLogger("django_durajobs")
 
 
 def recover(worker_id: str | None = None) -> int:
