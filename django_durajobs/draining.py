@@ -12,7 +12,6 @@ from .conf import get_setting
 from .engine.async_runner import execute_here, runs_async
 from .engine.runner import execute
 from .errors import JobError
-from .ops import wake_due_waits
 from .redaction import package_logger
 from .registry import get_kind, has_kind_finders, jobs_cannot_start, known_kinds
 
@@ -38,7 +37,7 @@ def drain(max_jobs: int = 100) -> int:
             lease = store.claim(worker_id)
             if lease is None:
                 if (
-                    wake_due_waits()
+                    store.wake_due_waits()
                     or store.wake_forgotten_parents()
                     or store.wake_forgotten_event_waiters()
                     or learn_due_kinds(worker_id)

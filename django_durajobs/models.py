@@ -15,9 +15,10 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from .awaitables import awaitable
+from .family import SETTLED
 from .registry import facades
 from .routers import creator_deleted
-from .status import SETTLED, TERMINAL, WAITING, Phase, Status, StepState
+from .status import TERMINAL, WAITING, Phase, Status, StepState
 from .transitions import HELD_STATUSES
 from .values import EVENT_NAME_MAX_LENGTH
 

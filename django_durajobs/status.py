@@ -38,9 +38,6 @@ WAITING = frozenset(
 )
 #: The statuses a run may park itself in with ``ctx.wait_external(status=...)``.
 EXTERNAL_WAITS = WAITING - {Status.NEEDS_USER, Status.PAUSED}
-#: A child in one of these has settled: nothing more happens to it unless someone acts.
-SETTLED_UNSUCCESSFULLY = frozenset({Status.FAILED, Status.NEEDS_USER, Status.CANCELLED, Status.REVERTED})
-SETTLED = SETTLED_UNSUCCESSFULLY | {Status.DONE}
 
 
 class StepState(models.TextChoices):

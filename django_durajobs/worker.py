@@ -31,7 +31,6 @@ from .draining import learn_due_kinds
 from .engine.async_runner import runs_async
 from .engine.runner import abandon, execute
 from .listening import RECONNECT_DELAYS, Listener, can_listen
-from .ops import wake_due_waits
 from .redaction import package_logger
 from .registry import has_async_kinds
 from .stop_signals import StopSignals
@@ -213,7 +212,7 @@ class Worker:
                     lease = self._with_database(self._claim)
                     if lease is None:
                         self._slots.release()
-                        if self.options.burst and not self._with_database(wake_due_waits):
+                        if self.options.burst and not self._with_database(store.wake_due_waits):
                             return
                         self.wake.wait(self.options.poll_interval)
                         self.wake.clear()
@@ -341,7 +340,7 @@ class Worker:
                     self.wake.set()
                 next_recovery = now + recover_every
             if now >= next_wake and not self.options.burst:
-                if self._with_database(wake_due_waits):
+                if self._with_database(store.wake_due_waits):
                     self.wake.set()
                 next_wake = now + self.options.poll_interval
             if self.options.burst and not self._busy():

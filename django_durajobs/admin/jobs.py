@@ -28,7 +28,8 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from .. import store
-from ..engine.describe import open_question, overall, resuming_reason, version_warning
+from ..engine.describe import open_question, resuming_reason, version_warning
+from ..family import overall
 from ..models import Job
 from ..status import TERMINAL, Status
 from ..transitions import HELD_STATUSES

@@ -23,11 +23,12 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_http_methods
 
-from .. import ops
+from .. import ops, store
 from ..answers import answer_line_pattern
 from ..engine.describe import live_summary
 from ..errors import JobError
 from ..explain import what_it_does
+from ..family import retried
 from ..models import Job, JobLog
 from ..registry import known_kinds
 from ..status import Phase, Status
@@ -44,7 +45,7 @@ from .display import (
 )
 from .explain import consequences
 from .rows import prepare_rows
-from .sections import RETRIED_CHILDREN, Section, children_section, full_log, log_section, steps_section
+from .sections import Section, children_section, full_log, log_section, steps_section
 
 #: Operations that cannot be taken back: their button opens a page that says what will happen.
 CONFIRMED_FIRST = frozenset({"cancel", "revert", "retry_children"})
@@ -85,7 +86,7 @@ def wait_checks_shown(summary: dict[str, Any], now: datetime) -> dict[str, Any]:
 def failed_children(summary: dict[str, Any]) -> int:
     """How many of the job's children a retry of its failed children would queue again."""
     children = summary["children"]
-    return sum(children["by_status"].get(status, 0) for status in RETRIED_CHILDREN) if children else 0
+    return retried(children["by_status"]) if children else 0
 
 
 class JobPageMixin(JobAdminParts):
@@ -250,8 +251,7 @@ class JobPageMixin(JobAdminParts):
         return HttpResponseRedirect(reverse("admin:django_durajobs_job_change", args=[copy.pk]))
 
     def _retry_children(self, request: HttpRequest, job: Job) -> None:
-        children = Job.objects.filter(parent_id=job.pk, status__in=RETRIED_CHILDREN)
-        outcome = ops.apply_to_many("retry", children, by=request.user)
+        outcome = ops.apply_to_many("retry", store.retried_children(job.pk), by=request.user)
         self.log_change(request, job, f"retry_children ({outcome.changed})")
         message = ngettext(
             "Retried %(count)s failed child job.", "Retried %(count)s failed child jobs.", outcome.changed

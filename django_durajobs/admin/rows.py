@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from django.db.models import Count
-
 from .. import store
 from ..engine.progress import progress_of
-from ..models import Job
 
 
 def prepare_rows(jobs: Sequence[Any]) -> None:
@@ -20,14 +16,7 @@ def prepare_rows(jobs: Sequence[Any]) -> None:
     reasons = store.held_back_reasons(jobs)
     ids = [job.pk for job in jobs]
     steps = store.step_counts(ids)
-    families: dict[int, Counter[str]] = defaultdict(Counter)
-    for parent_id, status, number in (
-        Job.objects.filter(parent_id__in=ids)
-        .values_list("parent_id", "status")
-        .annotate(Count("id"))
-        .order_by()
-    ):
-        families[parent_id][status] = number
+    families = store.children_counts(ids)
     for job in jobs:
         job.held_back_reason = reasons.get(job.pk)
         done, total = steps.get((job.pk, job.phase), (0, 0))

@@ -20,10 +20,10 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from .. import store
 from ..engine.describe import shown_state
 from ..models import Job, JobLog, JobStep
 from ..status import TERMINAL, Phase
-from ..transitions import Trigger, sources
 from .display import count, pretty_json, status_badge, time_tag
 
 STEPS_PER_PAGE = 100
@@ -36,9 +36,6 @@ RESULT_CHARS_SHOWN = 2000
 #: A child's error longer than this is cut short in the child jobs table.
 ERROR_CHARS_SHOWN = 300
 EMPTY = "—"
-#: The children a parent's page retries at once, and lists first: those that need someone (the
-#: statuses a retry is allowed from, as the transitions table says).
-RETRIED_CHILDREN = tuple(sorted(sources(Trigger.RETRY)))
 
 
 @dataclass(frozen=True)
@@ -174,12 +171,7 @@ def full_log(request: HttpRequest, job: Job) -> Section:
 def children_section(request: HttpRequest, job: Job) -> Section | None:
     """The job's children, those that failed or ask a question first, then in the order they were
     created, ``CHILDREN_PER_PAGE`` a page; None without any."""
-    needs_someone = Case(When(status__in=RETRIED_CHILDREN, then=Value(0)), default=Value(1))
-    children = (
-        Job.objects.filter(parent_id=job.pk)
-        .order_by(needs_someone, "created_at", "id")
-        .only("id", "label", "status", "error", "attempt", "next_run_at")
-    )
+    children = store.children_listed(job.pk).only("id", "label", "status", "error", "attempt", "next_run_at")
     pages = paginate(
         request,
         children,

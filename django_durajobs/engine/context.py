@@ -21,11 +21,12 @@ from django.utils.translation import gettext_lazy
 from .. import telemetry
 from ..conf import get_setting
 from ..errors import JobError, JobTimeout, LeaseLost, raised_by_the_job
+from ..family import wait_reason as children_wait_reason
 from ..models import Job, JobStep
 from ..redaction import describe_exception, shown_text
 from ..registry import JobKind, name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
-from ..store import StepRowMissing, children_wait_reason, database_trouble, enqueue, open_children
+from ..store import StepRowMissing, database_trouble, enqueue, open_children
 from ..store.database import step_transaction
 from ..transitions import Trigger, allows
 from ..values import check_message, label, readable_id, short_repr, to_json, to_timeout

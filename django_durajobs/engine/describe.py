@@ -13,12 +13,12 @@ from django.utils.translation import gettext as _
 
 from ..conf import get_setting
 from ..errors import JobError
+from ..family import overall
 from ..models import Job, JobLog, JobStep
 from ..redaction import redact
 from ..registry import has_revert
 from ..status import (
     EXTERNAL_WAITS,
-    SETTLED_UNSUCCESSFULLY,
     TERMINAL,
     WAITING,
     Phase,
@@ -26,6 +26,7 @@ from ..status import (
     StepState,
 )
 from ..store import DatabaseNow, database_now, held_back_reason, step_counts, version_unserved
+from ..store.family import children_counts
 from ..transitions import HELD_STATUSES, Trigger, allows
 from ..values import to_job_id
 from .moments import in_words
@@ -272,9 +273,7 @@ def live_summary(job: Job) -> dict[str, Any]:
     if completed:
         done = steps.filter(state=StepState.DONE, position__lte=last_done).order_by("-position")
         recent = list(done[:RECENT_STEPS])[::-1]
-    counts = Counter(
-        dict(Job.objects.filter(parent_id=job.pk).values_list("status").annotate(n=Count("id")).order_by())
-    )
+    counts = children_counts([job.pk]).get(job.pk, Counter())
     total = sum(counts.values())
     steps_total = sum(number for number, _first, _last in states.values())
     return {
@@ -289,22 +288,6 @@ def live_summary(job: Job) -> dict[str, Any]:
         else None,
         "version_warning": version_warning(job),
     }
-
-
-def overall(counts: Counter[str]) -> str:
-    """How a family is doing: ``none``, ``done``, ``partial``, ``failed`` or ``running``."""
-    total = sum(counts.values())
-    done = counts[Status.DONE]
-    unsuccessful = sum(counts[status] for status in SETTLED_UNSUCCESSFULLY)
-    if total == 0:
-        return "none"
-    if done == total:
-        return "done"
-    if done and unsuccessful:
-        return "partial"
-    if unsuccessful == total:
-        return "failed"
-    return "running"
 
 
 def children_summary(parent: Job | int) -> dict[str, Any]:

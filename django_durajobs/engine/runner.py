@@ -17,7 +17,7 @@ from ..ops import revert_done_children
 from ..redaction import describe_exception, package_logger, redact
 from ..registry import JobKind, RunFunction, get_kind
 from ..status import WAITING, Phase, Status, StepState
-from ..store import Lease, database_trouble
+from ..store import Lease, database_trouble, failed_child_reverts, has_children
 from ..transitions import Trigger, transition
 from . import retry
 from .context import (
@@ -179,12 +179,11 @@ def settle_raised(kind: JobKind, ctx: JobContext, raised: BaseException) -> Outc
 
 def _revert_children_first(ctx: JobContext) -> None:
     """A parent's revert undoes its done children first, each as a job of its own, then itself."""
-    if not Job.objects.filter(parent_id=ctx.job.pk).exists():
+    if not has_children(ctx.job.pk):
         return
     revert_done_children(ctx.job)
     ctx.wait_for_children()
-    failed = Job.objects.failed().filter(parent_id=ctx.job.pk, phase=Phase.REVERT)
-    failed_ids = ", ".join(str(pk) for pk in failed.values_list("pk", flat=True))
+    failed_ids = ", ".join(str(pk) for pk in failed_child_reverts(ctx.job.pk))
     if failed_ids:
         raise JobError(
             "child_revert_failed",

@@ -16,16 +16,14 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from .. import store
-from ..answers import UNANSWERED, chosen_label
 from ..conf import get_setting
 from ..errors import JobError
 from ..models import ACTION_ID_MAX_LENGTH, Job
 from ..redaction import shown_text
 from ..status import TERMINAL
 from ..store.sql import concrete_field
-from ..transitions import Trigger, allows, sources, transition
 from ..values import check_message, check_text, short_repr, to_json
-from .deciding import Decision, JobRef, actor_name, apply_decision, decide, get_job, invalid
+from .deciding import JobRef, actor_name, apply_decision, decide, get_job, invalid
 from .many import BATCH_SIZE, BulkOutcome, after_cancel, apply_to_many, id_batches, revert_done_children
 
 __all__ = [
@@ -46,8 +44,6 @@ __all__ = [
     "run_again",
     "send_event",
     "update",
-    "wake",
-    "wake_due_waits",
 ]
 
 # The operations on one job ------------------------------------------------------------------------
@@ -89,40 +85,6 @@ def send_event(name: str, payload: Any = None, *, by: Any = None) -> bool:
 async def asend_event(name: str, payload: Any = None, *, by: Any = None) -> bool:
     """``send_event`` for async code."""
     return await sync_to_async(send_event)(name, payload, by=by)
-
-
-def wake(job_id: int) -> bool:
-    """Queue a job whose timed wait is over, or whose question's deadline passed (answered with
-    its ``on_deadline`` action); False if it is no longer due (resumed, answered, cancelled…)."""
-
-    def decide(current: Job, now: datetime) -> Decision:
-        due = current.next_run_at is not None and current.next_run_at <= now
-        if due and allows(Trigger.WAKE, current.phase, current.status):
-            # Its run logs what it finds (a timed wait checked again is logged once): no line here.
-            return transition(Trigger.WAKE, current.phase).values(now), ""
-        if due and current.on_deadline and allows(Trigger.DEADLINE, current.phase, current.status):
-            action = current.on_deadline
-            fields = transition(Trigger.DEADLINE, current.phase).values(now, resume_action=action)
-            return fields, str(UNANSWERED % {"action": repr(chosen_label(current.actions, action))})
-        raise JobError("job_not_resumable", _("No longer a due timed wait."))
-
-    try:
-        apply_decision(job_id, decide)
-    except JobError:
-        return False
-    return True
-
-
-#: The statuses a job wakes from by itself when its ``next_run_at`` comes.
-WAKES_BY_ITSELF = sources(Trigger.WAKE) | sources(Trigger.DEADLINE)
-
-
-def wake_due_waits(limit: int = 1000) -> int:
-    """Queue every waiting job whose ``resume_at`` has passed, and resolve every question whose
-    deadline has; returns how many."""
-    due = Job.objects.filter(status__in=WAKES_BY_ITSELF, next_run_at__lte=timezone.now())
-    due_ids = due.values_list("pk", flat=True)
-    return sum(1 for job_id in list(due_ids[:limit]) if wake(job_id))
 
 
 def retry(job: JobRef, by: Any = None) -> Job:

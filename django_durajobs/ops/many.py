@@ -16,7 +16,6 @@ from django.utils.translation import gettext as _
 from .. import store
 from ..errors import JobError
 from ..models import Job
-from ..registry import has_revert, known_kinds
 from ..status import Status
 from .deciding import DECISION_COLUMNS, DECISIONS, apply_decision, decide, finished_steps, invalid
 
@@ -32,14 +31,11 @@ def after_cancel(jobs: list[Job], by: Any) -> None:
     cancelled = [job.pk for job in jobs if job.status == Status.CANCELLED]
     if cancelled:
         store.unmark_waiting_steps(cancelled)
-    children = Job.objects.unfinished().filter(parent_id__in=[job.pk for job in jobs])
-    apply_to_many("cancel", children, by=by)
+    apply_to_many("cancel", store.cancelled_children([job.pk for job in jobs]), by=by)
 
 
 def _revert_done_children_of(parent_ids: list[int], by: Any) -> int:
-    with_revert = [name for name in known_kinds() if has_revert(name)]
-    children = Job.objects.done().filter(parent_id__in=parent_ids, kind__in=with_revert)
-    return apply_to_many("revert", children, by=by).changed
+    return apply_to_many("revert", store.reverted_children(parent_ids), by=by).changed
 
 
 # Many jobs at once ------------------------------------------------------------------------------

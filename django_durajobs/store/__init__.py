@@ -17,21 +17,24 @@ from .changes import (
 from .claiming import due_jobs_with_subject_key, due_kinds_not_in
 from .database import DatabaseNow, database_now, database_trouble, deadlock, new_token, step_transaction
 from .enqueuing import enqueue, enqueue_many
-from .events import (
-    event_wait_reason,
-    send_event,
-    sent_event,
-    waiters,
-    wake_forgotten_event_waiters,
+from .events import event_wait_reason, send_event, sent_event, waiters
+from .family import (
+    cancelled_children,
+    children_counts,
+    children_listed,
+    failed_child_reverts,
+    has_children,
+    open_children,
+    retried_children,
+    reverted_children,
 )
-from .family import children_wait_reason, open_children, wake_forgotten_parents
 from .lease import Lease, StepRowMissing, claim, heartbeat
 from .limiting import held_back_reason, held_back_reasons
 from .listing import find_jobs, step_counts, subject_keys
 from .log import append_log, trim_log
 from .overview import job_stats
 from .pruning import PruneResult, delete_jobs, prune, prune_events
-from .recovery import recover, recover_predecessors, release
+from .recovery import recover, recover_predecessors
 from .reruns import insert_rerun
 from .scheduling import (
     declared_schedules,
@@ -43,6 +46,13 @@ from .scheduling import (
     tick_schedules,
 )
 from .sql import database as jobs_connection
+from .waking import (
+    release,
+    wake,
+    wake_due_waits,
+    wake_forgotten_event_waiters,
+    wake_forgotten_parents,
+)
 from .workers import (
     SeenWorker,
     new_worker_id,
@@ -65,7 +75,9 @@ __all__ = [
     "append_log",
     "change_status",
     "change_status_many",
-    "children_wait_reason",
+    "cancelled_children",
+    "children_counts",
+    "children_listed",
     "claim",
     "jobs_connection",
     "database_now",
@@ -79,7 +91,9 @@ __all__ = [
     "enqueue",
     "enqueue_many",
     "event_wait_reason",
+    "failed_child_reverts",
     "find_jobs",
+    "has_children",
     "heartbeat",
     "job_stats",
     "held_back_reason",
@@ -95,6 +109,8 @@ __all__ = [
     "recover_predecessors",
     "register_worker",
     "release",
+    "retried_children",
+    "reverted_children",
     "row_spec",
     "save_schedule",
     "send_event",
@@ -109,6 +125,8 @@ __all__ = [
     "unmark_waiting_steps",
     "update_shown_fields",
     "version_unserved",
+    "wake",
+    "wake_due_waits",
     "wake_forgotten_event_waiters",
     "wake_forgotten_parents",
     "worker_alive",

@@ -12,10 +12,11 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from ..conf import get_setting, jobs_database
+from ..family import SETTLED
 from ..models import Job, JobLog, JobStep
-from ..status import SETTLED, StepState
+from ..status import StepState
 from ..transitions import ATTEMPT_COUNTED, ATTEMPT_GIVEN_BACK, DUE_STATUSES, ONE_MORE_TRY, Marker
-from . import events, family, sql  # events and family: cycles (a change here may wake a job there)
+from . import sql, waking  # waking: a cycle (a change here may wake a job there)
 from .announcing import announce_change
 from .log import append_log, clean_log_line, log_each, trim_log
 
@@ -139,9 +140,9 @@ def changed_many(
             parents.add(job.parent_id)
         if fields and fields.get("waits_for_children"):
             # Children may have settled while this job was deciding to wait: look once more.
-            family.wake_parent(job.pk)
+            waking.wake_parent(job.pk)
         if fields and fields.get("waits_for_event"):
             # Its event may have been sent while this job was deciding to wait: look once more.
-            events.wake_if_sent(job, fields["waits_for_event"])
+            waking.wake_if_sent(job, fields["waits_for_event"])
     for parent_id in sorted(parents):
-        family.wake_parent(parent_id)
+        waking.wake_parent(parent_id)

@@ -1,73 +1,78 @@
-"""Parents and children: how many children are open, and waking a parent once they all settled."""
+"""The children's rows: the one place that reads them for a parent, by the rules of ``family.py``
+(which are settled, which a retry, a cancel or a revert of their parent takes along). Waking a
+parent once its children settled is ``waking.py``'s."""
 
 from __future__ import annotations
 
-from django.db.models import Count, Exists, OuterRef
-from django.utils import timezone
-from django.utils.translation import ngettext
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 
+from django.db.models import Case, Count, Exists, OuterRef, QuerySet, Value, When
+
+from ..family import CANCELLED_WITH_PARENT, RETRIED, REVERTED_WITH_PARENT, still_open
 from ..models import Job
-from ..status import SETTLED, Phase, Status
-from ..transitions import Trigger, allows, sources, transition
-from . import changes  # a cycle (every change made there may wake a parent here): imported whole
+from ..registry import has_revert, known_kinds
+from ..status import Phase
+from ..transitions import Trigger, sources
+
+
+def children_counts(parent_ids: Iterable[int]) -> dict[int, Counter[str]]:
+    """How many children each parent has in each status, in one grouped query (a parent without
+    any is left out)."""
+    counts: dict[int, Counter[str]] = defaultdict(Counter)
+    for parent_id, status, number in (
+        Job.objects.filter(parent_id__in=list(parent_ids))
+        .values_list("parent_id", "status")
+        .annotate(Count("id"))
+        .order_by()
+    ):
+        counts[parent_id][status] = number
+    return dict(counts)
 
 
 def open_children(parent_id: int) -> tuple[int, int]:
     """``(still open, total)`` children of a job."""
-    counts = dict(
-        Job.objects.filter(parent_id=parent_id).values_list("status").annotate(n=Count("id")).order_by()
-    )
-    total = sum(counts.values())
-    return total - sum(n for status, n in counts.items() if status in SETTLED), total
+    counts = children_counts([parent_id]).get(parent_id, Counter())
+    return still_open(counts), sum(counts.values())
 
 
-def children_wait_reason(still_open: int, total: int) -> str:
-    return ngettext(
-        "Waiting for %(open)s of %(total)s child job", "Waiting for %(open)s of %(total)s child jobs", total
-    ) % {"open": still_open, "total": total}
+def has_children(parent_id: int) -> bool:
+    return Job.objects.filter(parent_id=parent_id).exists()
 
 
-def wake_parent(parent_id: int) -> bool:
-    """Wake a parent waiting for its children once none is open; True for the one call that does.
-
-    Each child calls this after its own change committed, so the last one to settle sees the
-    others settled; two settling at once may both try, and the update conditional on
-    ``waits_for_children`` lets exactly one succeed.
-    """
-    parent = Job.objects.filter(pk=parent_id, waits_for_children=True).first()
-    if parent is None or not allows(Trigger.CHILDREN_SETTLED, parent.phase, parent.status):
-        return False
-    still_open, total = open_children(parent_id)
-    if still_open:
-        Job.objects.filter(pk=parent_id, waits_for_children=True).update(
-            wait_reason=children_wait_reason(still_open, total)
-        )
-        return False
-    fields = transition(Trigger.CHILDREN_SETTLED, parent.phase, parent.status).values(timezone.now())
-    if parent.phase == Phase.REVERT:
-        settled = ngettext(
-            "The %(total)s child job has settled; its revert goes on.",
-            "All %(total)s child jobs have settled; its revert goes on.",
-            total,
-        )
-    else:
-        settled = ngettext(
-            "The %(total)s child job has settled; queued again.",
-            "All %(total)s child jobs have settled; queued again.",
-            total,
-        )
-    line = settled % {"total": total}
-    woke = changes.change_status(parent, fields, line, waits_for_children=True)
-    if woke and parent.status == Status.REVERTING:
-        changes.notify_due(parent.queue)
-    return woke
-
-
-def wake_forgotten_parents(limit: int = 100) -> int:
-    """Wake parents whose children all settled but whose wake-up was missed (a settle inside a
-    caller's transaction that committed late); workers run this now and then."""
+def forgotten_parents(limit: int) -> list[int]:
+    """Parents waiting for their children with none open: their wake-up may have been missed."""
     open_child = Job.objects.unsettled().filter(parent_id=OuterRef("pk"))
     forgotten = Job.objects.filter(
         waits_for_children=True, status__in=sources(Trigger.CHILDREN_SETTLED)
     ).exclude(Exists(open_child))
-    return sum(wake_parent(pk) for pk in forgotten.values_list("pk", flat=True)[:limit])
+    return list(forgotten.values_list("pk", flat=True)[:limit])
+
+
+def children_listed(parent_id: int) -> QuerySet[Job]:
+    """A parent's children as its page lists them: those a retry would queue again (they need
+    someone) first, then in the order they were created."""
+    needs_someone = Case(When(status__in=RETRIED, then=Value(0)), default=Value(1))
+    return Job.objects.filter(parent_id=parent_id).order_by(needs_someone, "created_at", "id")
+
+
+def retried_children(parent_id: int) -> QuerySet[Job]:
+    """The children a retry of a parent's failed children queues again."""
+    return Job.objects.filter(parent_id=parent_id, status__in=RETRIED)
+
+
+def cancelled_children(parent_ids: list[int]) -> QuerySet[Job]:
+    """The children a cancel of their parents cancels too."""
+    return Job.objects.filter(parent_id__in=parent_ids, status__in=CANCELLED_WITH_PARENT)
+
+
+def reverted_children(parent_ids: list[int]) -> QuerySet[Job]:
+    """The children a revert of their parents reverts first: those whose kind has a revert."""
+    with_revert = [name for name in known_kinds() if has_revert(name)]
+    return Job.objects.filter(parent_id__in=parent_ids, status__in=REVERTED_WITH_PARENT, kind__in=with_revert)
+
+
+def failed_child_reverts(parent_id: int) -> list[int]:
+    """The children whose revert failed: a parent's revert does not go on past them."""
+    failed = Job.objects.failed().filter(parent_id=parent_id, phase=Phase.REVERT)
+    return list(failed.values_list("pk", flat=True))

@@ -33,6 +33,7 @@ LAYERS = (
             "redaction",
             "status",
             "transitions",
+            "family",
             "errors",
             "conf",
             "schedules",

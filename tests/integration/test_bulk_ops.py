@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_durajobs import Job, JobError, JobLog, JobStep, ops
+from django_durajobs import Job, JobError, JobLog, JobStep, ops, store
 from django_durajobs.signals import job_changed
 from tests.factories import JobFactory, JobStepFactory
 from tests.job_states import ALL_STATUSES, OPERATIONS, build, snapshot
@@ -280,6 +280,6 @@ def test_bulk_resume_with_an_answer_applies_it_where_it_is_offered():
 
 def test_a_timed_wait_wakes_as_before():
     job = JobFactory(status="awaiting_external", next_run_at=timezone.now() - timedelta(seconds=1))
-    assert ops.wake(job.pk) is True
+    assert store.wake(job.pk) is True
     assert Job.objects.get(pk=job.pk).status == "queued"
-    assert ops.wake(job.pk) is False
+    assert store.wake(job.pk) is False

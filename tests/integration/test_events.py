@@ -25,13 +25,12 @@ from django_durajobs import (
     describe,
     drain,
     enqueue,
-    ops,
     pause,
     resume,
     retry,
     send_event,
 )
-from django_durajobs.store import prune
+from django_durajobs.store import prune, wake_due_waits
 from tests.helpers import wait_for
 from tests.job_rows import fresh, log_lines
 from tests.testapp.kinds_events import recorded
@@ -247,7 +246,7 @@ def test_an_event_sent_as_its_timeout_wakes_the_job_is_what_the_wait_returns():
     job = waiter("close:1", timeout=TIMEOUT)
     drain()
     with past_its_timeout(job):
-        assert ops.wake_due_waits() == 1  # the timeout woke it first ...
+        assert wake_due_waits() == 1  # the timeout woke it first ...
         assert send_event("close:1", "just in time") is True  # ... and the sender finds nobody waiting
 
         drain()
