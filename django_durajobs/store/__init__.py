@@ -43,6 +43,7 @@ from .scheduling import (
     tick_schedules,
 )
 from .sql import database as jobs_connection
+from .viewing import JobView, children_of, job_version_unserved, load_job_view
 from .workers import (
     SeenWorker,
     new_worker_id,
@@ -58,6 +59,7 @@ from .workers import (
 __all__ = [
     "NOTIFY_CHANNEL",
     "DatabaseNow",
+    "JobView",
     "Lease",
     "PruneResult",
     "SeenWorker",
@@ -66,6 +68,7 @@ __all__ = [
     "change_status",
     "change_status_many",
     "children_wait_reason",
+    "children_of",
     "claim",
     "jobs_connection",
     "database_now",
@@ -81,9 +84,11 @@ __all__ = [
     "event_wait_reason",
     "find_jobs",
     "heartbeat",
+    "load_job_view",
     "job_stats",
     "held_back_reason",
     "insert_rerun",
+    "job_version_unserved",
     "held_back_reasons",
     "new_token",
     "new_worker_id",
