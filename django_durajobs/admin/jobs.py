@@ -394,7 +394,7 @@ class JobAdmin(JobActionsMixin, RerunMixin, ConsoleMixin, JobPageMixin, admin.Mo
     @admin.display(description=_("kind version"))
     def shown_version(self, job: Job) -> str:
         """The version the job started with, and a warning when no running worker has it."""
-        warning = version_warning(job)
+        warning = version_warning(job, store.job_version_unserved(job))
         if warning:
             return format_html('{} <strong class="errornote">{}</strong>', job.kind_version, warning)
         return job.kind_version or "—"

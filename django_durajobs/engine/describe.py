@@ -1,10 +1,14 @@
-"""Screen summaries: ``describe(job)`` and ``children_summary(parent)``, JSON-ready and redacted."""
+"""Screen summaries: ``describe(job)`` and ``children_summary(parent)``, JSON-ready and redacted.
+
+``describe()`` is ``describe_view()`` of what ``store.load_job_view()`` read, a function of those
+values that makes no query; ``children_summary()`` likewise of ``store.children_of()``."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from django.db.models import Count, Max, Min
@@ -12,9 +16,8 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from ..conf import get_setting
-from ..errors import JobError
 from ..family import overall
-from ..models import Job, JobLog, JobStep
+from ..models import Job, JobStep
 from ..redaction import redact
 from ..registry import has_revert
 from ..status import (
@@ -25,8 +28,17 @@ from ..status import (
     Status,
     StepState,
 )
-from ..store import DatabaseNow, database_now, held_back_reason, step_counts, version_unserved
-from ..store.family import children_counts
+from ..store import (
+    JobView,
+    children_counts,
+    children_of,
+    database_now,
+    held_back_reason,
+    held_back_reasons,
+    job_version_unserved,
+    load_job_view,
+    step_counts,
+)
 from ..transitions import HELD_STATUSES, Trigger, allows
 from ..values import to_job_id
 from .moments import in_words
@@ -37,15 +49,6 @@ ACTIVE_STEP_STATES = (StepState.RUNNING, StepState.WAITING, StepState.NEEDS_USER
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment else None
-
-
-def _load(job: Job | int) -> Job:
-    """A fresh read of the job, with the database's clock (``database_now``) to judge its lease by."""
-    pk = to_job_id(job)
-    found = Job.objects.annotate(database_now=DatabaseNow()).filter(pk=pk).first()
-    if found is None:
-        raise JobError("job_not_found", _("Job %(job)s does not exist.") % {"job": pk})
-    return found
 
 
 #: A failed step's state while its job is queued (or running) to try it again.
@@ -88,7 +91,7 @@ def resuming_reason(job: Job) -> str | None:
     return _("Resuming after its worker stopped")
 
 
-def _eta_unknown_reason(job: Job) -> str | None:
+def _eta_unknown_reason(job: Job, now: datetime) -> str | None:
     if job.eta_at:
         return None
     if job.status in TERMINAL:
@@ -98,13 +101,12 @@ def _eta_unknown_reason(job: Job) -> str | None:
             "reason": resuming_reason(job)
         }
     if job.status == Status.QUEUED:
-        now = timezone.now()
         if job.next_run_at and job.next_run_at > now:
             return _("Scheduled to run again %(when)s.") % {"when": in_words(job.next_run_at, now)}
         return _("Waiting for a worker to pick it up.")
     if job.status == Status.NEEDS_USER and job.on_deadline and job.next_run_at:
         return _("Waiting for a person's decision, answered by itself %(when)s.") % {
-            "when": in_words(job.next_run_at, timezone.now())
+            "when": in_words(job.next_run_at, now)
         }
     if job.status == Status.NEEDS_USER:
         return _("Waiting for a person's decision.")
@@ -123,8 +125,9 @@ def is_stale(job: Job, now: datetime) -> bool:
     return now - job.locked_at > timedelta(seconds=get_setting("LEASE_SECONDS"))
 
 
-def _facts(job: Job, steps_done: int, steps_total: int) -> dict[str, Any]:
-    """What a screen shows of the job's own row, in ``describe()``'s order up to its steps."""
+def _facts(job: Job, steps_done: int, steps_total: int, now: datetime) -> dict[str, Any]:
+    """What a screen shows of the job's own row, in ``describe()``'s order up to its steps; ``now``
+    on the application's clock."""
     return {
         "id": job.pk,
         "kind": job.kind,
@@ -137,7 +140,7 @@ def _facts(job: Job, steps_done: int, steps_total: int) -> dict[str, Any]:
         "max_attempts": job.max_attempts,
         "next_run_at": _iso(job.next_run_at),
         "eta_at": _iso(job.eta_at),
-        "eta_unknown_reason": _eta_unknown_reason(job),
+        "eta_unknown_reason": _eta_unknown_reason(job, now),
         "created_at": _iso(job.created_at),
         "updated_at": _iso(job.updated_at),
         "started_at": _iso(job.started_at),
@@ -165,11 +168,12 @@ def _checks(job: Job) -> dict[str, Any] | None:
     }
 
 
-def _outcome(job: Job) -> dict[str, Any]:
-    """What a screen shows of the job's wait, question, error and allowed operations."""
+def _outcome(job: Job, held_back: str | None, database_clock: datetime) -> dict[str, Any]:
+    """What a screen shows of the job's wait, question, error and allowed operations; ``held_back``:
+    why a limit holds it back, ``database_clock``: the database's now, which judges its lease."""
     can = partial(allows, phase=job.phase, status=job.status)
     return {
-        "wait_reason": job.wait_reason or resuming_reason(job) or held_back_reason(job),
+        "wait_reason": job.wait_reason or resuming_reason(job) or held_back,
         "wait_checks": _checks(job),
         "user_message": open_question(job),
         "actions": redact(job.actions) if job.status == Status.NEEDS_USER else None,
@@ -187,7 +191,7 @@ def _outcome(job: Job) -> dict[str, Any]:
         "can_pause": can(Trigger.PAUSE) or can(Trigger.REQUEST_PAUSE),
         "can_revert": can(Trigger.REVERT) and has_revert(job.kind),
         "terminal": job.status in TERMINAL,
-        "stale": is_stale(job, getattr(job, "database_now", None) or database_now()),
+        "stale": is_stale(job, database_clock),
         "interrupted": job.interrupted,
     }
 
@@ -195,9 +199,19 @@ def _outcome(job: Job) -> dict[str, Any]:
 def row_summaries(jobs: list[Job]) -> list[dict[str, Any]]:
     """``describe()``'s keys of each job's own row, for a list of jobs: no steps, log, result or
     children; the progress follows the steps, counted for all the jobs in one query. Each ``job``
-    as read (annotated with ``database_now``, its staleness costs no query)."""
+    as read (annotated with ``database_now``, its staleness costs no query); what holds them back
+    is counted once for all."""
     counts = step_counts([job.pk for job in jobs])
-    return [{**_facts(job, *counts.get((job.pk, job.phase), (0, 0))), **_outcome(job)} for job in jobs]
+    held = held_back_reasons(jobs)
+    now = timezone.now()
+    read_now = cache(database_now)  # read once, if a job was read without it
+    return [
+        {
+            **_facts(job, *counts.get((job.pk, job.phase), (0, 0)), now),
+            **_outcome(job, held.get(job.pk), getattr(job, "database_now", None) or read_now()),
+        }
+        for job in jobs
+    ]
 
 
 def describe(job: Job | int) -> dict[str, Any]:
@@ -206,36 +220,38 @@ def describe(job: Job | int) -> dict[str, Any]:
     >>> describe(job)["current_step"]
     {'id': 'upload', 'title': 'Upload files', 'state': 'running', ...}
     """
-    job = _load(job)
-    steps = list(JobStep.objects.filter(job=job))
-    steps.sort(key=lambda step: (step.phase != Phase.RUN, step.position))
+    return describe_view(load_job_view(job))
+
+
+def describe_view(view: JobView) -> dict[str, Any]:
+    """``describe()`` of a job as ``view`` holds it: a function of those values, with no query."""
+    job = view.job
+    steps = sorted(view.steps, key=lambda step: (step.phase != Phase.RUN, step.position))
     summaries = [step_summary(step, job.status) for step in steps]  # each step's result redacted once
     active = [index for index, step in enumerate(steps) if step.phase == job.phase]
     current = next((i for i in active if steps[i].state in ACTIVE_STEP_STATES), None)
     if current is None:
         current = next((i for i in active if steps[i].state == StepState.PENDING), None)
     following = active[active.index(current) + 1] if current is not None and current != active[-1] else None
-    keep = get_setting("LOG_LINES_KEPT")
-    log = list(JobLog.objects.filter(job=job).order_by("-id")[:keep])[::-1]
-    has_children = Job.objects.filter(parent=job).exists()
     done = sum(1 for i in active if steps[i].state == StepState.DONE)
     return {
-        **_facts(job, done, len(active)),
+        **_facts(job, done, len(active), view.now),
         "current_step": dict(summaries[current]) if current is not None else None,
         "completed_steps": [dict(summaries[i]) for i in active if steps[i].state == StepState.DONE],
         "next_step": dict(summaries[following]) if following is not None else None,
         "steps": summaries,
-        **_outcome(job),
+        **_outcome(job, view.held_back, view.database_now),
         "result": redact(job.result),
-        "log": [{"at": _iso(entry.at), "line": entry.line} for entry in log],
-        "children": children_summary(job) if has_children else None,
-        "version_warning": version_warning(job),
+        "log": [{"at": _iso(entry.at), "line": entry.line} for entry in view.log],
+        "children": family_summary(view.children) if view.children else None,
+        "version_warning": version_warning(job, view.version_unserved),
     }
 
 
-def version_warning(job: Job) -> str | None:
-    """Why a job that is not over may never run on: workers run, none with its kind's version."""
-    if job.status in TERMINAL or not job.kind_version or not version_unserved(job.kind, job.kind_version):
+def version_warning(job: Job, unserved: bool) -> str | None:
+    """Why a job that is not over may never run on: workers run, none with its kind's version
+    (``unserved``, from ``store.job_version_unserved``)."""
+    if job.status in TERMINAL or not job.kind_version or not unserved:
         return None
     return _("No running worker has version %(version)s of kind %(kind)s.") % {
         "version": job.kind_version,
@@ -276,28 +292,28 @@ def live_summary(job: Job) -> dict[str, Any]:
     counts = children_counts([job.pk]).get(job.pk, Counter())
     total = sum(counts.values())
     steps_total = sum(number for number, _first, _last in states.values())
+    clock = getattr(job, "database_now", None) or database_now()
     return {
-        **_facts(job, completed, steps_total),
+        **_facts(job, completed, steps_total, timezone.now()),
         "current_step": step_summary(current, job.status) if current else None,
         "completed_steps": [step_summary(step, job.status) for step in recent],
         "completed_count": completed,
         "next_step": step_summary(following, job.status) if following else None,
-        **_outcome(job),
+        **_outcome(job, held_back_reason(job), clock),
         "children": {"total": total, "by_status": dict(counts), "overall": overall(counts)}
         if total
         else None,
-        "version_warning": version_warning(job),
+        "version_warning": version_warning(job, job_version_unserved(job, clock)),
     }
 
 
 def children_summary(parent: Job | int) -> dict[str, Any]:
     """Per-target results of a parent's children; a partial failure never reads as success."""
-    parent_id = to_job_id(parent, _("The parent"))
-    children = list(
-        Job.objects.filter(parent_id=parent_id)
-        .order_by("created_at", "id")
-        .only("id", "label", "status", "subject", "error", "attempt", "next_run_at")
-    )
+    return family_summary(children_of(to_job_id(parent, _("The parent"))))
+
+
+def family_summary(children: Sequence[Job]) -> dict[str, Any]:
+    """``children_summary()`` of the children as read, oldest first: a function of them, with no query."""
     counts = Counter(child.status for child in children)
     return {
         "total": len(children),

@@ -22,6 +22,7 @@ from .family import (
     cancelled_children,
     children_counts,
     children_listed,
+    children_of,
     failed_child_reverts,
     has_children,
     open_children,
@@ -46,6 +47,7 @@ from .scheduling import (
     tick_schedules,
 )
 from .sql import database as jobs_connection
+from .viewing import JobView, job_version_unserved, load_job_view
 from .waking import (
     release,
     wake,
@@ -68,6 +70,7 @@ from .workers import (
 __all__ = [
     "NOTIFY_CHANNEL",
     "DatabaseNow",
+    "JobView",
     "Lease",
     "PruneResult",
     "SeenWorker",
@@ -78,6 +81,7 @@ __all__ = [
     "cancelled_children",
     "children_counts",
     "children_listed",
+    "children_of",
     "claim",
     "jobs_connection",
     "database_now",
@@ -95,9 +99,11 @@ __all__ = [
     "find_jobs",
     "has_children",
     "heartbeat",
+    "load_job_view",
     "job_stats",
     "held_back_reason",
     "insert_rerun",
+    "job_version_unserved",
     "held_back_reasons",
     "new_token",
     "new_worker_id",

@@ -30,6 +30,15 @@ def children_counts(parent_ids: Iterable[int]) -> dict[int, Counter[str]]:
     return dict(counts)
 
 
+#: What ``children_summary()`` shows of each child, and what a parent's run reads of it.
+CHILD_FIELDS = ("id", "label", "status", "phase", "subject", "error", "attempt", "next_run_at")
+
+
+def children_of(parent_id: int) -> tuple[Job, ...]:
+    """A parent's children, oldest first, with ``CHILD_FIELDS`` only."""
+    return tuple(Job.objects.filter(parent_id=parent_id).order_by("created_at", "id").only(*CHILD_FIELDS))
+
+
 def open_children(parent_id: int) -> tuple[int, int]:
     """``(still open, total)`` children of a job."""
     counts = children_counts([parent_id]).get(parent_id, Counter())

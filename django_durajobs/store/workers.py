@@ -76,11 +76,12 @@ def worker_stopped(worker_id: str) -> None:
     Worker.objects.filter(worker_id=worker_id).update(stopped_at=DatabaseNow(), last_seen_at=DatabaseNow())
 
 
-def version_unserved(kind: str, version: str) -> bool:
+def version_unserved(kind: str, version: str, now: datetime | None = None) -> bool:
     """Whether workers are running, and none of them runs ``version`` of ``kind``: a job that waits
-    for its version (``on_version_change="wait"``) would wait for ever."""
+    for its version (``on_version_change="wait"``) would wait for ever. ``now``: the database's
+    clock, when it was read already."""
     lease = timedelta(seconds=get_setting("LEASE_SECONDS"))
-    live = Worker.objects.filter(stopped_at__isnull=True, last_seen_at__gte=database_now() - lease)
+    live = Worker.objects.filter(stopped_at__isnull=True, last_seen_at__gte=(now or database_now()) - lease)
     served = [(row or {}).get(kind) for row in live.values_list("kind_versions", flat=True)]
     return bool(served) and version not in served
 
