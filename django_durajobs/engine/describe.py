@@ -25,7 +25,7 @@ from ..status import (
     Status,
     StepState,
 )
-from ..store import DatabaseNow, database_now, held_back_reason, step_counts, version_unserved
+from ..store import DatabaseNow, children_of, database_now, held_back_reason, step_counts, version_unserved
 from ..transitions import HELD_STATUSES, Trigger, allows
 from ..values import to_job_id
 from .moments import in_words
@@ -310,11 +310,11 @@ def overall(counts: Counter[str]) -> str:
 def children_summary(parent: Job | int) -> dict[str, Any]:
     """Per-target results of a parent's children; a partial failure never reads as success."""
     parent_id = to_job_id(parent, _("The parent"))
-    children = list(
-        Job.objects.filter(parent_id=parent_id)
-        .order_by("created_at", "id")
-        .only("id", "label", "status", "subject", "error", "attempt", "next_run_at")
-    )
+    return summary_of_children(children_of(parent_id))
+
+
+def summary_of_children(children: list[Job]) -> dict[str, Any]:
+    """``children_summary()`` of the children as loaded, oldest first."""
     counts = Counter(child.status for child in children)
     return {
         "total": len(children),

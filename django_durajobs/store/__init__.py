@@ -24,7 +24,7 @@ from .events import (
     waiters,
     wake_forgotten_event_waiters,
 )
-from .family import children_wait_reason, open_children, wake_forgotten_parents
+from .family import children_of, children_wait_reason, open_children, wake_forgotten_parents
 from .lease import Lease, StepRowMissing, claim, heartbeat
 from .limiting import held_back_reason, held_back_reasons
 from .listing import find_jobs, step_counts, subject_keys
@@ -65,6 +65,7 @@ __all__ = [
     "append_log",
     "change_status",
     "change_status_many",
+    "children_of",
     "children_wait_reason",
     "claim",
     "jobs_connection",

@@ -21,6 +21,12 @@ def open_children(parent_id: int) -> tuple[int, int]:
     return total - sum(n for status, n in counts.items() if status in SETTLED), total
 
 
+def children_of(parent_id: int) -> list[Job]:
+    """A job's children, oldest first, with what a summary of them (and a parent's revert) reads."""
+    columns = ("id", "label", "status", "phase", "subject", "error", "attempt", "next_run_at")
+    return list(Job.objects.filter(parent_id=parent_id).order_by("created_at", "id").only(*columns))
+
+
 def children_wait_reason(still_open: int, total: int) -> str:
     return ngettext(
         "Waiting for %(open)s of %(total)s child job", "Waiting for %(open)s of %(total)s child jobs", total
