@@ -91,23 +91,25 @@ async def asend_event(name: str, payload: Any = None, *, by: Any = None) -> bool
     return await sync_to_async(send_event)(name, payload, by=by)
 
 
+def decide_wake(current: Job, now: datetime) -> Decision:
+    """A due timed wait queued again, or a question past its deadline answered with its
+    ``on_deadline`` action; ``JobError`` when the job is no longer due."""
+    due = current.next_run_at is not None and current.next_run_at <= now
+    if due and allows(Trigger.WAKE, current.phase, current.status):
+        # Its run logs what it finds (a timed wait checked again is logged once): no line here.
+        return transition(Trigger.WAKE, current.phase).values(now), ""
+    if due and current.on_deadline and allows(Trigger.DEADLINE, current.phase, current.status):
+        action = current.on_deadline
+        fields = transition(Trigger.DEADLINE, current.phase).values(now, resume_action=action)
+        return fields, str(UNANSWERED % {"action": repr(chosen_label(current.actions, action))})
+    raise JobError("job_not_resumable", _("No longer a due timed wait."))
+
+
 def wake(job_id: int) -> bool:
     """Queue a job whose timed wait is over, or whose question's deadline passed (answered with
     its ``on_deadline`` action); False if it is no longer due (resumed, answered, cancelled…)."""
-
-    def decide(current: Job, now: datetime) -> Decision:
-        due = current.next_run_at is not None and current.next_run_at <= now
-        if due and allows(Trigger.WAKE, current.phase, current.status):
-            # Its run logs what it finds (a timed wait checked again is logged once): no line here.
-            return transition(Trigger.WAKE, current.phase).values(now), ""
-        if due and current.on_deadline and allows(Trigger.DEADLINE, current.phase, current.status):
-            action = current.on_deadline
-            fields = transition(Trigger.DEADLINE, current.phase).values(now, resume_action=action)
-            return fields, str(UNANSWERED % {"action": repr(chosen_label(current.actions, action))})
-        raise JobError("job_not_resumable", _("No longer a due timed wait."))
-
     try:
-        apply_decision(job_id, decide)
+        apply_decision(job_id, decide_wake)
     except JobError:
         return False
     return True
