@@ -50,6 +50,7 @@ M = TypeVar("M", bound=Model)
 
 
 def due(job: Job, now: datetime) -> bool:
+    """Whether the job's ``next_run_at`` has come, as the claim's condition has it."""
     return job.next_run_at is not None and job.next_run_at <= now
 
 
