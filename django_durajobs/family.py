@@ -9,7 +9,8 @@ engine, the operations and the screens ask here rather than name statuses of the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 from django.utils.translation import ngettext
 
@@ -90,3 +91,19 @@ def settled_line(phase: str, total: int) -> str:
             total,
         )
     return settled % {"total": total}
+
+
+class Child(Protocol):
+    """What the rules read of a child: its row or an unsaved one alike."""
+
+    @property
+    def pk(self) -> Any: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def phase(self) -> str: ...
+
+
+def failed_reverts(children: Iterable[Child]) -> list[int]:
+    """The children whose revert failed: a parent's revert does not go on past them."""
+    return [child.pk for child in children if child.status == Status.FAILED and child.phase == Phase.REVERT]

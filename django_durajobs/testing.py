@@ -17,7 +17,9 @@ time-machine (``pip install 'django-durajobs[testing]'``). The engine decides wh
 Python's clock (``timezone.now()``, passed to the claim as a parameter), while leases are judged
 by the database server's clock (``DatabaseNow``), which no test can move. So moving the clock
 forward makes retries and timed waits due on every database, and never makes a lease look
-expired: to test a lost worker, backdate the job's ``locked_at`` and call ``recover()``.
+expired: to test a lost worker, backdate the job's ``locked_at`` and call ``recover()``. A
+clock moved inside a step (or between two) also moves the clock timeouts are judged on, so a
+step or a job passes its ``timeout`` without a test waiting for it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from .draining import drain
+from .engine import clock as engine_clock
 from .models import Job, JobStep
 from .ops import get_job, resume
 from .status import EXTERNAL_WAITS, TERMINAL, WAITING, Phase, StepState
@@ -125,6 +128,7 @@ class Clock:
         if delta < timedelta(0):
             raise ValueError(f"The clock moves forward only, not by {delta}.")
         self._traveller.shift(delta)
+        engine_clock.move(delta.total_seconds())  # the clock a run's timeouts are judged on
         return timezone.now()
 
     def move_to(self, at: datetime) -> datetime:

@@ -28,6 +28,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from . import store
 from .conf import get_setting, jobs_database
 from .draining import learn_due_kinds
+from .engine import clock
 from .engine.async_runner import runs_async
 from .engine.runner import abandon, execute
 from .listening import RECONNECT_DELAYS, Listener, can_listen
@@ -363,7 +364,7 @@ class Worker:
         """Seconds until the first deadline of a job held here (an hour when none has one)."""
         with self._lock:
             deadlines = [lease.deadline for lease in self._held.values() if lease.deadline is not None]
-        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else 3600.0
+        return max(0.0, min(deadlines) - clock.monotonic()) if deadlines else 3600.0
 
     def _abandon_overdue(self) -> None:
         """Give up each job whose thread runs past its deadline, and start a thread in its place.
@@ -371,7 +372,7 @@ class Worker:
         Only what the job threads keep in memory is read, so this costs no query until a
         deadline passes. A thread that came back with its job meanwhile goes on as it was.
         """
-        now = time.monotonic()
+        now = clock.monotonic()
         with self._lock:
             overdue = [
                 (thread, lease)

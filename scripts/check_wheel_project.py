@@ -118,7 +118,9 @@ def manage(*arguments: str) -> str:
         [sys.executable, "manage.py", *arguments], cwd=HERE, env=env, capture_output=True, text=True
     )
     if done.returncode:
-        sys.exit(f"check-quickstart (3/3): manage.py {' '.join(arguments)} failed:\n{done.stdout}{done.stderr}")
+        sys.exit(
+            f"check-quickstart (3/3): manage.py {' '.join(arguments)} failed:\n{done.stdout}{done.stderr}"
+        )
     return done.stdout
 
 

@@ -16,17 +16,17 @@ from .. import telemetry
 from ..errors import JobError, LeaseLost, raised_by_the_job
 from ..registry import JobKind, get_kind
 from ..status import Status
-from ..store import Lease
 from .async_context import CALLING_THREAD, AsyncJobContext, Threads
-from .runner import Outcome, Ran, abandoned, begin, prepare, record, refused, settle_raised, settle_value
+from .ports import RunStore
+from .runner import L, Outcome, Ran, abandoned, begin, prepare, record, refused, settle_raised, settle_value
 
 
-def runs_async(lease: Lease) -> bool:
+def runs_async(lease: RunStore) -> bool:
     """Whether the leased job's run (or revert) is a coroutine function."""
     return get_kind(lease.job.kind).runs_async(lease.job.status == Status.REVERTING)
 
 
-async def execute_async(lease: Lease, threads: Threads) -> Ran:
+async def execute_async(lease: L, threads: Threads) -> Ran[L]:
     """Run the leased async job to its next state, as ``runner.execute`` does a sync one.
 
     Cancelling the task (its worker gave the job up past its deadline, or is stopping) ends it
@@ -57,7 +57,7 @@ async def _perform(kind: JobKind, actx: AsyncJobContext) -> Outcome:
     return await database(partial(settle_value, ctx, value))
 
 
-def execute_here(lease: Lease) -> Ran:
+def execute_here(lease: L) -> Ran[L]:
     """``drain()``: run an async job to its next state on an event loop of its own, with its
     database work (and its sync steps) in the calling thread."""
     return async_to_sync(execute_async)(lease, CALLING_THREAD)

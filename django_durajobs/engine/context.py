@@ -6,7 +6,6 @@ Over 400 lines: ``ctx``'s members are one documented surface; the step's own wor
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -26,16 +25,16 @@ from ..models import Job, JobStep
 from ..redaction import describe_exception, shown_text
 from ..registry import JobKind, name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
-from ..store import StepRowMissing, database_trouble, enqueue, open_children
-from ..store.database import step_transaction
+from ..store import StepRowMissing, database_trouble
 from ..transitions import Trigger, allows
 from ..values import check_message, label, readable_id, short_repr, to_json, to_timeout
-from .describe import children_summary
+from .clock import monotonic
+from .describe import family_summary
 from .open_step import OpenStep
 from .waits import moment, offered_actions
 
 if TYPE_CHECKING:
-    from ..store import Lease
+    from .ports import RunStore
 
 T = TypeVar("T")
 
@@ -119,7 +118,7 @@ def step_result(value: Any, step_id: str | None = None) -> Any:
 class JobContext:
     """Passed to a kind's ``run(job, ctx)`` and ``revert(job, ctx)``."""
 
-    def __init__(self, lease: Lease, kind: JobKind, *, reverting: bool) -> None:
+    def __init__(self, lease: RunStore, kind: JobKind, *, reverting: bool) -> None:
         self._lease = lease
         self.kind = kind
         self.job: Job = lease.job
@@ -132,9 +131,9 @@ class JobContext:
         self.event_waits: Counter[str] = Counter()  # how often this run waited for each event
         self._steps_from_rows = False  # whether self.steps was read from the database
         self.span: Any = None  # the attempt's OpenTelemetry span (django_durajobs.telemetry), or None
-        #: When this try is past the job's timeout, on ``time.monotonic()``: counted from the
+        #: When this try is past the job's timeout, on ``clock.monotonic()``: counted from the
         #: claim, which happened just now.
-        self.deadline = time.monotonic() + self.job.timeout if self.job.timeout else None
+        self.deadline = monotonic() + self.job.timeout if self.job.timeout else None
         lease.deadline = self.deadline
         self.version: str = self.job.kind_version or kind.version
 
@@ -160,8 +159,7 @@ class JobContext:
                 for position, (step_id, title) in enumerate(declared)
             }
         self._steps_from_rows = True
-        rows = JobStep.objects.filter(job_id=self.job.pk, phase=self.phase).order_by("position")
-        return {step.step_id: step for step in rows}
+        return {step.step_id: step for step in self._lease.steps(self.phase)}
 
     def go_by_rows(self) -> None:
         """Read the checkpoints from their rows: the kind's declaration is not the job's."""
@@ -277,7 +275,7 @@ class JobContext:
     def run_step(self, opened: OpenStep, fn: Callable[[], T], atomic: bool = False) -> T:
         """Call ``fn`` and checkpoint its result (with ``atomic``, in one transaction)."""
         if atomic:
-            with step_transaction():
+            with self._lease.step_transaction():
                 return self.keep_result(opened, fn())
         return self.keep_result(opened, fn())
 
@@ -312,7 +310,7 @@ class JobContext:
 
     def _check_deadline(self) -> None:
         """At a step boundary: fail the try if it is past the job's timeout."""
-        if self.deadline is not None and time.monotonic() >= self.deadline:
+        if self.deadline is not None and monotonic() >= self.deadline:
             raise JobTimeout(
                 _("Job %(job)s ran past its timeout of %(seconds)s s.")
                 % {"job": self.job.pk, "seconds": f"{self.job.timeout:g}"}
@@ -322,12 +320,12 @@ class JobContext:
         """When a step starting now must be over: its own timeout or the job's, whichever comes first."""
         if seconds is None:
             return self.deadline
-        own = time.monotonic() + seconds
+        own = monotonic() + seconds
         return own if self.deadline is None else min(own, self.deadline)
 
     def _refuse_late(self, step_id: str, ends: float | None, seconds: float | None) -> None:
         """A step that returns past its deadline timed out: its result is not kept."""
-        if ends is None or time.monotonic() < ends:
+        if ends is None or monotonic() < ends:
             return
         if ends == self.deadline:
             self._check_deadline()
@@ -401,10 +399,10 @@ class JobContext:
         the child that settles last; the re-entered run gets here again and receives the summary.
         """
         self.check_cancel()
-        still_open, total = open_children(self.job.pk)
+        still_open, total = self._lease.open_children()
         if still_open:
             raise WaitForChildrenInterrupt(children_wait_reason(still_open, total))
-        return children_summary(self.job)
+        return family_summary(self._lease.children())
 
     def wait_for_event(self, name: str, timeout: float | timedelta | None = None) -> Any:
         """The payload of the event ``name`` (``send_event``): at once if it was sent, else once it is.
@@ -425,7 +423,7 @@ class JobContext:
         from this job and ``key`` (the target, such as a server name)."""
         idempotency_key = f"child:{self.job.pk}:{key}"
         with telemetry.current(self.span):  # the child's attempts join this one's trace
-            return enqueue(kind, parent=self.job, idempotency_key=idempotency_key, **kwargs)[0]
+            return self._lease.enqueue_child(kind, idempotency_key, **kwargs)
 
     def needs_user(
         self,

@@ -18,13 +18,13 @@ from django.utils.translation import gettext_lazy
 from ..errors import EventTimeout
 from ..redaction import shown_text
 from ..status import Status
-from ..store import event_wait_reason, sent_event
+from ..store import event_wait_reason
 from ..values import label, to_event_name, to_timeout
 from .context import WaitInterrupt
 
 if TYPE_CHECKING:
-    from ..store import Lease
     from .context import JobContext
+    from .ports import RunStore
 
 EVENT_WAIT_TIMEOUT = gettext_lazy("The timeout of the wait for event %(name)s")
 
@@ -35,7 +35,7 @@ class WaitForEventInterrupt(WaitInterrupt):
         self.name = name
 
 
-def wait_for_event(ctx: JobContext, lease: Lease, name: str, timeout: float | timedelta | None) -> Any:
+def wait_for_event(ctx: JobContext, lease: RunStore, name: str, timeout: float | timedelta | None) -> Any:
     """``ctx.wait_for_event()``, once the run may wait: the payload, ``EventTimeout``, or a wait."""
     name = to_event_name(name)
     seconds = to_timeout(timeout, label(EVENT_WAIT_TIMEOUT, {"name": name}))
@@ -45,7 +45,7 @@ def wait_for_event(ctx: JobContext, lease: Lease, name: str, timeout: float | ti
     if nth <= timed_out.get(name, 0):
         raise EventTimeout(name, nth)  # as it did when this run first got here
     woken_by_its_timeout = ctx.job.waits_for_event == name
-    event = sent_event(name)
+    event = lease.sent_event(name)
     if event is not None:
         if woken_by_its_timeout:  # sent as its timeout woke the job: the event wins
             _no_longer_waiting(ctx, lease, timed_out)
@@ -68,6 +68,6 @@ def without_timeout(timed_out: dict[str, int] | None, timeout: EventTimeout) -> 
     return {name: count for name, count in record.items() if count} or None
 
 
-def _no_longer_waiting(ctx: JobContext, lease: Lease, timed_out: dict[str, int]) -> None:
+def _no_longer_waiting(ctx: JobContext, lease: RunStore, timed_out: dict[str, int]) -> None:
     ctx.job.waits_for_event, ctx.job.timed_out_events = "", timed_out or None
     lease.renew(waits_for_event="", timed_out_events=ctx.job.timed_out_events)

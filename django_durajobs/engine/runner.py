@@ -5,19 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from .. import telemetry
 from ..errors import EventTimeout, JobError, JobTimeout, LeaseLost, raised_by_the_job
+from ..family import failed_reverts
 from ..models import Job, JobStep
 from ..ops import revert_done_children
 from ..redaction import describe_exception, package_logger, redact
 from ..registry import JobKind, RunFunction, get_kind
 from ..status import WAITING, Phase, Status, StepState
-from ..store import Lease, database_trouble, failed_child_reverts, has_children
+from ..store import database_trouble
 from ..transitions import Trigger, transition
 from . import retry
 from .context import (
@@ -32,19 +33,23 @@ from .context import (
     step_result,
 )
 from .events import WaitForEventInterrupt, without_timeout
+from .ports import RunStore
 from .versions import left_behind
 from .waits import wait_checks
 
 logger = package_logger("django_durajobs")
 
+#: The store a run goes through: ``store.Lease`` on the database, or one in memory.
+L = TypeVar("L", bound=RunStore)
+
 
 @dataclass(frozen=True)
-class Ran:
+class Ran(Generic[L]):
     """What ``execute`` did: the job's new status (None if the lease was lost), and the worker's
     next job when recording the outcome claimed it too."""
 
     status: str | None
-    next_lease: Lease | None = None
+    next_lease: L | None = None
 
 
 @dataclass
@@ -54,7 +59,7 @@ class Outcome:
     steps: list[JobStep] = field(default_factory=list)
 
 
-def execute(lease: Lease, then_claim: Callable[[], bool] | None = None) -> Ran:
+def execute(lease: L, then_claim: Callable[[], bool] | None = None) -> Ran[L]:
     """Run the leased job to its next state.
 
     Losing the database is not the job's failure: the error propagates, and the job goes back
@@ -75,7 +80,7 @@ def execute(lease: Lease, then_claim: Callable[[], bool] | None = None) -> Ran:
     return record(lease, ctx, outcome, then_claim)
 
 
-def begin(lease: Lease) -> tuple[JobKind, JobContext]:
+def begin(lease: RunStore) -> tuple[JobKind, JobContext]:
     """The kind of the leased job, and the context its run (or revert) is about to get."""
     job = lease.job
     reverting = job.status == Status.REVERTING
@@ -88,7 +93,7 @@ def begin(lease: Lease) -> tuple[JobKind, JobContext]:
     return kind, ctx
 
 
-def abandoned(ctx: JobContext, lost: LeaseLost) -> Ran:
+def abandoned(ctx: JobContext, lost: LeaseLost) -> Ran[Any]:
     logger.warning("Job %s abandoned: %s", ctx.job.pk, lost)
     telemetry.end(ctx.span, "abandoned")
     return Ran(None)
@@ -102,8 +107,8 @@ def refused(ctx: JobContext, exc: JobError) -> Outcome:
 
 
 def record(
-    lease: Lease, ctx: JobContext, outcome: Outcome, then_claim: Callable[[], bool] | None = None
-) -> Ran:
+    lease: L, ctx: JobContext, outcome: Outcome, then_claim: Callable[[], bool] | None = None
+) -> Ran[L]:
     """Write the run's outcome, fenced by its lease (and, with ``then_claim``, claim the next job)."""
     job = lease.job
     if outcome.fields["status"] not in WAITING:
@@ -179,11 +184,11 @@ def settle_raised(kind: JobKind, ctx: JobContext, raised: BaseException) -> Outc
 
 def _revert_children_first(ctx: JobContext) -> None:
     """A parent's revert undoes its done children first, each as a job of its own, then itself."""
-    if not has_children(ctx.job.pk):
+    if not ctx._lease.open_children()[1]:
         return
     revert_done_children(ctx.job)
     ctx.wait_for_children()
-    failed_ids = ", ".join(str(pk) for pk in failed_child_reverts(ctx.job.pk))
+    failed_ids = ", ".join(str(pk) for pk in failed_reverts(ctx._lease.children()))
     if failed_ids:
         raise JobError(
             "child_revert_failed",
@@ -343,7 +348,7 @@ def _decided(kind: JobKind, job: Job, phase: Phase, exc: BaseException, error: s
     return Outcome(fields, _("Failed: %(error)s") % {"error": error})
 
 
-def abandon(lease: Lease) -> bool:
+def abandon(lease: RunStore) -> bool:
     """Give up a job whose thread is still running past its deadline (``Lease.deadline``).
 
     The try fails with ``error_code="timeout"`` (or is retried, as its kind's ``retryable``

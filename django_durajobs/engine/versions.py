@@ -22,10 +22,10 @@ from ..status import Phase, StepState
 from .context import JobContext, RetryLaterInterrupt
 
 if TYPE_CHECKING:
-    from ..store import Lease
+    from .ports import RunStore
 
 
-def check_version(kind: JobKind, ctx: JobContext, lease: Lease) -> None:
+def check_version(kind: JobKind, ctx: JobContext, lease: RunStore) -> None:
     """Before a run: go on, or raise what the kind's policy says when the job's version differs."""
     job = ctx.job
     if ctx.reverting or job.kind_version == kind.version:
@@ -53,7 +53,7 @@ def check_version(kind: JobKind, ctx: JobContext, lease: Lease) -> None:
     _continue(kind, ctx, lease)
 
 
-def _continue(kind: JobKind, ctx: JobContext, lease: Lease) -> None:
+def _continue(kind: JobKind, ctx: JobContext, lease: RunStore) -> None:
     """Go on by step id: a step the job finished is not run again, a declared step added before
     the point the job had reached is skipped, and the job's steps this version removed are named."""
     names = {"started": repr(ctx.job.kind_version), "running": repr(kind.version)}
@@ -95,7 +95,7 @@ def _renames(declared: list[str], index: int, in_order: list[JobStep]) -> bool:
     return any(step.state == StepState.DONE and step.step_id not in declared for step in following)
 
 
-def _skip(ctx: JobContext, lease: Lease, step_id: str) -> None:
+def _skip(ctx: JobContext, lease: RunStore, step_id: str) -> None:
     """Record ``step_id`` as skipped, so the run's ``ctx.step`` returns None for it, and say so."""
     step = JobStep(
         job_id=ctx.job.pk,

@@ -12,7 +12,6 @@ from django.db.models import Case, Count, Exists, OuterRef, QuerySet, Value, Whe
 from ..family import CANCELLED_WITH_PARENT, RETRIED, REVERTED_WITH_PARENT, still_open
 from ..models import Job
 from ..registry import has_revert, known_kinds
-from ..status import Phase
 from ..transitions import Trigger, sources
 
 
@@ -45,10 +44,6 @@ def open_children(parent_id: int) -> tuple[int, int]:
     return still_open(counts), sum(counts.values())
 
 
-def has_children(parent_id: int) -> bool:
-    return Job.objects.filter(parent_id=parent_id).exists()
-
-
 def forgotten_parents(limit: int) -> list[int]:
     """Parents waiting for their children with none open: their wake-up may have been missed."""
     open_child = Job.objects.unsettled().filter(parent_id=OuterRef("pk"))
@@ -79,9 +74,3 @@ def reverted_children(parent_ids: list[int]) -> QuerySet[Job]:
     """The children a revert of their parents reverts first: those whose kind has a revert."""
     with_revert = [name for name in known_kinds() if has_revert(name)]
     return Job.objects.filter(parent_id__in=parent_ids, status__in=REVERTED_WITH_PARENT, kind__in=with_revert)
-
-
-def failed_child_reverts(parent_id: int) -> list[int]:
-    """The children whose revert failed: a parent's revert does not go on past them."""
-    failed = Job.objects.failed().filter(parent_id=parent_id, phase=Phase.REVERT)
-    return list(failed.values_list("pk", flat=True))

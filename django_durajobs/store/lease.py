@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -14,15 +15,18 @@ from django.utils import timezone
 
 from ..conf import get_setting, jobs_database
 from ..errors import LeaseLost
-from ..models import Job, JobLog, JobStep
+from ..models import Event, Job, JobLog, JobStep
 from ..registry import known_kinds
 from ..status import Status
 from ..transitions import DUE_STATUSES
 from . import sql
 from .changes import changed_to, notify_due, written
 from .claiming import ClaimRequest, claim_one, claim_order, claim_params, claim_sql, reverts_looked_for_lately
-from .database import DatabaseNow, made_despite_deadlocks, new_token, no_flush
+from .database import DatabaseNow, made_despite_deadlocks, new_token, no_flush, step_transaction
+from .enqueuing import enqueue
+from .events import sent_event
 from .fairness import claim_fairly, fairness_in_force
+from .family import children_of, open_children
 from .limiting import claim_under_limits, current_limits
 from .log import append_log, clean_log_line, trim_log
 
@@ -89,7 +93,7 @@ class Lease:
         #: Its outcome is being recorded, or was: whether the lease was lost is then its job
         #: thread's to tell (a heartbeat meanwhile finds the token already cleared).
         self.finishing = False
-        #: When (on ``time.monotonic()``) the run is past its timeout, or its step in flight past
+        #: When (on ``engine.clock.monotonic()``) the run is past its timeout, or its step in flight past
         #: its own: a worker then gives the job up, whatever its thread is doing. None: no timeout.
         self.deadline: float | None = None
         #: The step whose timeout ``deadline`` is, while it runs.
@@ -215,6 +219,25 @@ class Lease:
             if self._lines_untrimmed > get_setting("LOG_LINES_KEPT") // 10:
                 trim_log(self.job.pk)
                 self._lines_untrimmed = 0
+
+    def steps(self, phase: str) -> list[JobStep]:
+        """The job's checkpoints of ``phase``, by position."""
+        return list(JobStep.objects.filter(job_id=self.job.pk, phase=phase).order_by("position"))
+
+    def open_children(self) -> tuple[int, int]:
+        return open_children(self.job.pk)
+
+    def children(self) -> list[Job]:
+        return list(children_of(self.job.pk))
+
+    def enqueue_child(self, kind: str, idempotency_key: str, **options: Any) -> Job:
+        return enqueue(kind, parent=self.job, idempotency_key=idempotency_key, **options)[0]
+
+    def sent_event(self, name: str) -> Event | None:
+        return sent_event(name)
+
+    def step_transaction(self) -> AbstractContextManager[Any]:
+        return step_transaction()
 
     def finish(
         self,

@@ -22,6 +22,7 @@ from .family import children_of
 from .limiting import held_back_reason
 from .workers import version_unserved
 
+
 @dataclass(frozen=True)
 class JobView:
     """One job as read at one moment, everything ``describe()`` needs."""

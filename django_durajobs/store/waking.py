@@ -43,7 +43,7 @@ WAKE_READS = 10
 # A timed wait, a question's deadline ------------------------------------------------------------
 
 
-def _timed_wake(current: Job, now: datetime) -> tuple[dict[str, Any], str] | None:
+def timed_wake(current: Job, now: datetime) -> tuple[dict[str, Any], str] | None:
     """The fields and log line of ``current``'s wake-up by its ``next_run_at``; None if not due."""
     if current.next_run_at is None or current.next_run_at > now:
         return None
@@ -62,7 +62,7 @@ def wake(job_id: int) -> bool:
     its ``on_deadline`` action); False if it is no longer due (resumed, answered, cancelled…)."""
     for _read in range(WAKE_READS):
         current = Job.objects.filter(pk=job_id).first()
-        woken = None if current is None else _timed_wake(current, timezone.now())
+        woken = None if current is None else timed_wake(current, timezone.now())
         if current is None or woken is None:
             return False
         if changes.change_status(current, *woken):

@@ -16,6 +16,7 @@ from . import (  # noqa: F401
     kinds_limits,
     kinds_proving,
     kinds_resume,
+    kinds_runner,
     kinds_schedules,
     kinds_secrets,
     kinds_states,
