@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -61,7 +62,7 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
         return None
     if job.status == Status.RUNNING:
         changed_to(job, Status.QUEUED, Status.RUNNING)
-    return Lease(job, worker_id, request.token, request.queues)
+    return Lease(job, request)
 
 
 def heartbeat(leases: Iterable[Lease]) -> list[Lease]:
@@ -85,11 +86,12 @@ class Lease:
     the job instead of overwriting its new owner's work.
     """
 
-    def __init__(self, job: Job, worker_id: str, token: str, queues: tuple[str, ...] = ()) -> None:
+    def __init__(self, job: Job, request: ClaimRequest) -> None:
         self.job = job
-        self.worker_id = worker_id
-        self.token = token
-        self.queues = queues  # what it was claimed from; the next job is claimed from them too
+        #: Who claimed it, with which token, from which queues: the next job is claimed by the same.
+        self.request = request
+        self.worker_id = request.worker_id
+        self.token = request.token
         #: Its outcome is being recorded, or was: whether the lease was lost is then its job
         #: thread's to tell (a heartbeat meanwhile finds the token already cleared).
         self.finishing = False
@@ -274,14 +276,12 @@ class Lease:
         claiming = bool(
             then_claim and then_claim() and kinds and reverts_looked_for_lately() and not fairness_in_force()
         )
-        token = new_token() if claiming else ""
+        next_request = replace(self.request, token=new_token()) if claiming else self.request
         in_one_statement = db.vendor == "postgresql" and not (steps or trim or due_now or frees_a_limit)
 
         def write(claiming: bool) -> Job | None:
             """The outcome, and with ``claiming`` the next job's claim: that job, or None."""
-            next_claim = (
-                (kinds, passed_over, ClaimRequest(self.worker_id, token, self.queues)) if claiming else None
-            )
+            next_claim = (kinds, passed_over, next_request) if claiming else None
             if in_one_statement:  # the common case, a job done
                 return self._finish_in_one_statement(db, update, params, log_line, next_claim, now)
             with sql.transaction(db, statements_only=not trim):
@@ -300,7 +300,7 @@ class Lease:
                 return claim_one(
                     db,
                     Status.QUEUED,
-                    ClaimRequest(self.worker_id, token, self.queues),
+                    next_request,
                     now,
                     kinds,
                     passed_over,
@@ -313,7 +313,7 @@ class Lease:
         if claimed is None:
             return None
         changed_to(claimed, Status.QUEUED, Status.RUNNING)
-        return Lease(claimed, self.worker_id, token, self.queues)
+        return Lease(claimed, next_request)
 
     def _finish_in_one_statement(
         self,
@@ -326,7 +326,8 @@ class Lease:
     ) -> Job | None:
         """PostgreSQL: the outcome, any log line and, with ``next_claim`` (kinds, queues passed
         over, the claim request), the next claim, in one statement; returns the job claimed."""
-        claimed_shape = (len(next_claim[0]), len(self.queues), len(next_claim[1])) if next_claim else ()
+        queues = self.request.queues
+        claimed_shape = (len(next_claim[0]), len(queues), len(next_claim[1])) if next_claim else ()
         shape = (update, bool(log_line), *claimed_shape)
         statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
         params = list(params)
