@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
@@ -57,3 +59,15 @@ class Phase(models.TextChoices):
 
     RUN = "run", pgettext_lazy("job phase", "Run")
     REVERT = "revert", pgettext_lazy("job phase", "Revert")
+
+
+#: A step in one of these states is in progress or stopped: the first of them by position is its
+#: job's current step, before any pending one.
+CURRENT_STEP_STATES = (StepState.RUNNING, StepState.WAITING, StepState.NEEDS_USER, StepState.FAILED)
+
+
+def current_position(first_by_state: Mapping[str, int]) -> int | None:
+    """The position of a job's current step, from the first position of each step state in its
+    phase: the first step in progress or stopped, else the first still to run."""
+    started = [first_by_state[state] for state in CURRENT_STEP_STATES if state in first_by_state]
+    return min(started) if started else first_by_state.get(StepState.PENDING)

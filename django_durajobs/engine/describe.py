@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from functools import cache, partial
 from typing import Any
 
-from django.db.models import Count, Max, Min
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -27,24 +26,22 @@ from ..status import (
     Phase,
     Status,
     StepState,
+    current_position,
 )
 from ..store import (
     JobView,
-    children_counts,
+    LiveView,
     children_of,
     database_now,
-    held_back_reason,
     held_back_reasons,
-    job_version_unserved,
     load_job_view,
+    load_live_view,
     step_counts,
 )
 from ..transitions import HELD_STATUSES, Trigger, allows
 from ..values import to_job_id
 from .moments import in_words
 from .progress import progress_of
-
-ACTIVE_STEP_STATES = (StepState.RUNNING, StepState.WAITING, StepState.NEEDS_USER, StepState.FAILED)
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -229,9 +226,11 @@ def describe_view(view: JobView) -> dict[str, Any]:
     steps = sorted(view.steps, key=lambda step: (step.phase != Phase.RUN, step.position))
     summaries = [step_summary(step, job.status) for step in steps]  # each step's result redacted once
     active = [index for index, step in enumerate(steps) if step.phase == job.phase]
-    current = next((i for i in active if steps[i].state in ACTIVE_STEP_STATES), None)
-    if current is None:
-        current = next((i for i in active if steps[i].state == StepState.PENDING), None)
+    first_by_state: dict[str, int] = {}
+    for index in active:
+        first_by_state.setdefault(steps[index].state, steps[index].position)
+    position = current_position(first_by_state)
+    current = next((i for i in active if steps[i].position == position), None)
     following = active[active.index(current) + 1] if current is not None and current != active[-1] else None
     done = sum(1 for i in active if steps[i].state == StepState.DONE)
     return {
@@ -259,10 +258,6 @@ def version_warning(job: Job, unserved: bool) -> str | None:
     }
 
 
-#: How many of its latest completed steps ``live_summary`` names.
-RECENT_STEPS = 3
-
-
 def live_summary(job: Job) -> dict[str, Any]:
     """``describe()`` for a screen that refreshes itself, in a few indexed queries however big the job.
 
@@ -270,40 +265,24 @@ def live_summary(job: Job) -> dict[str, Any]:
     the latest ``RECENT_STEPS`` (``completed_count`` says how many there are), and ``children``
     only the counts (``total``, ``by_status``, ``overall``). No steps list, log or result.
     """
-    steps = JobStep.objects.filter(job_id=job.pk, phase=job.phase)
-    # Per state: how many steps, and the first and last position (``durajobs_step_order`` finds each).
-    states = {
-        state: (number, first, last)
-        for state, number, first, last in steps.values_list("state")
-        .annotate(Count("id"), Min("position"), Max("position"))
-        .order_by()
-    }
-    active = [states[state][1] for state in ACTIVE_STEP_STATES if state in states]
-    position = min(active) if active else states.get(StepState.PENDING, (0, None, None))[1]
-    current = following = None
-    if position is not None:
-        current = steps.filter(position=position, state__in=(*ACTIVE_STEP_STATES, StepState.PENDING)).first()
-        following = steps.filter(position__gt=position).order_by("position").first()
-    completed, _first, last_done = states.get(StepState.DONE, (0, None, None))
-    recent = []
-    if completed:
-        done = steps.filter(state=StepState.DONE, position__lte=last_done).order_by("-position")
-        recent = list(done[:RECENT_STEPS])[::-1]
-    counts = children_counts([job.pk]).get(job.pk, Counter())
+    return live_summary_view(load_live_view(job))
+
+
+def live_summary_view(view: LiveView) -> dict[str, Any]:
+    """``live_summary()`` of a job as ``view`` holds it: a function of those values, with no query."""
+    job, counts = view.job, view.children
     total = sum(counts.values())
-    steps_total = sum(number for number, _first, _last in states.values())
-    clock = getattr(job, "database_now", None) or database_now()
     return {
-        **_facts(job, completed, steps_total, timezone.now()),
-        "current_step": step_summary(current, job.status) if current else None,
-        "completed_steps": [step_summary(step, job.status) for step in recent],
-        "completed_count": completed,
-        "next_step": step_summary(following, job.status) if following else None,
-        **_outcome(job, held_back_reason(job), clock),
+        **_facts(job, view.completed, view.steps_total, view.now),
+        "current_step": step_summary(view.current, job.status) if view.current else None,
+        "completed_steps": [step_summary(step, job.status) for step in view.recent],
+        "completed_count": view.completed,
+        "next_step": step_summary(view.following, job.status) if view.following else None,
+        **_outcome(job, view.held_back, view.database_now),
         "children": {"total": total, "by_status": dict(counts), "overall": overall(counts)}
         if total
         else None,
-        "version_warning": version_warning(job, job_version_unserved(job, clock)),
+        "version_warning": version_warning(job, view.version_unserved),
     }
 
 

@@ -45,7 +45,7 @@ from .scheduling import (
     tick_schedules,
 )
 from .sql import database as jobs_connection
-from .viewing import JobView, job_version_unserved, load_job_view
+from .viewing import JobView, LiveView, job_version_unserved, load_job_view, load_live_view
 from .waking import (
     release,
     wake,
@@ -96,6 +96,8 @@ __all__ = [
     "find_jobs",
     "heartbeat",
     "load_job_view",
+    "load_live_view",
+    "LiveView",
     "job_stats",
     "held_back_reason",
     "insert_rerun",

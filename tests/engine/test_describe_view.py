@@ -4,14 +4,16 @@ those values alone. No database: a query here fails the test."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import override_settings
 
-from django_durajobs.engine.describe import describe_view, family_summary
+from django_durajobs.engine.describe import describe_view, family_summary, live_summary_view
 from django_durajobs.models import Job, JobLog, JobStep
-from django_durajobs.store import JobView
+from django_durajobs.status import current_position
+from django_durajobs.store import JobView, LiveView
 
 DATABASE_NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 SECRET = "k-123456"
@@ -227,3 +229,52 @@ def test_children_are_shown_only_when_there_are_some():
 def test_a_family_that_partly_failed_never_reads_as_done(statuses, overall):
     children = [job(pk=10 + n, status=status) for n, status in enumerate(statuses)]
     assert family_summary(children)["overall"] == overall
+
+
+# The current step, one rule for describe() and live_summary() ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first_by_state", "current"),
+    [
+        ({"done": 0, "failed": 3, "running": 5, "pending": 4}, 3),  # a stopped step before a later one
+        ({"done": 0, "pending": 2}, 2),  # nothing started: the first still to run
+        ({"done": 0, "needs_user": 6, "pending": 1}, 6),  # one in progress before any pending one
+        ({"done": 0, "skipped": 1}, None),  # every step over
+    ],
+)
+def test_the_current_step_is_the_first_started_one_else_the_first_pending(first_by_state, current):
+    assert current_position(first_by_state) == current
+    rows = sorted(
+        (
+            JobStep(phase="run", position=p, step_id=f"s{p}", title=f"S{p}", state=s)
+            for s, p in first_by_state.items()
+        ),
+        key=lambda step: step.position,
+    )
+    shown = view(job(status="running", phase="run"), steps=rows)["current_step"]
+    assert (shown and shown["id"]) == (None if current is None else f"s{current}")
+
+
+def test_live_summary_view_shows_the_counts_and_the_steps_it_was_given():
+    done, current, following = steps("done", "running", "pending")
+    children = Counter({"done": 2, "failed": 1})
+    live = live_summary_view(
+        LiveView(
+            job=job(status="running", phase="run"),
+            steps_total=40,
+            completed=38,
+            current=current,
+            following=following,
+            recent=(done,),
+            children=children,
+            database_now=DATABASE_NOW,
+            now=DATABASE_NOW,
+            held_back=None,
+            version_unserved=False,
+        )
+    )
+    assert (live["current_step"]["id"], live["next_step"]["id"]) == ("run1", "run2")
+    assert [step["id"] for step in live["completed_steps"]] == ["run0"]
+    assert (live["completed_count"], live["progress"]) == (38, 95)
+    assert live["children"] == {"total": 3, "by_status": {"done": 2, "failed": 1}, "overall": "partial"}

@@ -10,7 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_durajobs import JobLog, JobStep, describe
-from django_durajobs.engine.describe import RECENT_STEPS, live_summary
+from django_durajobs.engine.describe import live_summary
+from django_durajobs.store.viewing import RECENT_STEPS
 from tests.factories import JobFactory, JobStepFactory
 
 pytestmark = pytest.mark.django_db
