@@ -4,6 +4,9 @@ One table ``bench_raw_queue(id, payload, status, run_at)`` with an index on ``(s
 one connection in autocommit, no framework. A claim is a single statement where the database
 allows it (PostgreSQL, SQLite), else the shortest transaction that locks one row (MariaDB/MySQL);
 finishing is one ``UPDATE``. Whatever django-durajobs does per job on top of this is overhead.
+
+Jobs with steps have a durable ceiling of their own: the same loop with one checkpoint per step,
+an ``INSERT`` into ``bench_raw_steps(job_id, position, result)`` committed on its own.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from bench.database import Target, mysql_connect, postgres_params, rows_sql
 
 TABLE = "bench_raw_queue"
+STEPS_TABLE = "bench_raw_steps"
 
 
 class RawQueue:
@@ -48,6 +52,7 @@ class RawQueue:
 
     def clear(self) -> None:
         self.execute(self.clear_sql)
+        self.execute(f"DELETE FROM {STEPS_TABLE}")
 
     @property
     def insert_sql(self) -> str:
@@ -81,10 +86,15 @@ class RawQueue:
         """Put a claimed job back, so that the next claim finds it again (claim cost)."""
         self.execute(f"UPDATE {TABLE} SET status = 'queued' WHERE id = {self.placeholder}", (job_id,))
 
-    def process_all(self) -> int:
-        """Claim and finish jobs until none is due; returns how many ran."""
+    def process_all(self, steps: int = 0) -> int:
+        """Claim and finish jobs until none is due, each with ``steps`` checkpoints; returns how
+        many ran."""
+        p = self.placeholder
+        checkpoint = f"INSERT INTO {STEPS_TABLE} (job_id, position, result) VALUES ({p}, {p}, {p})"
         ran = 0
         while (job_id := self.claim()) is not None:
+            for position in range(steps):
+                self.execute(checkpoint, (job_id, position, self.payload(position)))
             self.finish(job_id)
             ran += 1
         return ran
@@ -115,6 +125,8 @@ class PostgresRawQueue(RawQueue):
         f"CREATE TABLE {TABLE} (id bigserial PRIMARY KEY, payload jsonb NOT NULL,"
         " status varchar(20) NOT NULL, run_at timestamptz NOT NULL)",
         f"CREATE INDEX {TABLE}_due ON {TABLE} (status, run_at)",
+        f"CREATE TABLE {STEPS_TABLE} (id bigserial PRIMARY KEY, job_id bigint NOT NULL,"
+        " position integer NOT NULL, result jsonb NOT NULL)",
     )
     clear_sql = f"TRUNCATE {TABLE} RESTART IDENTITY"
     claim_sql = (
@@ -154,6 +166,8 @@ class SqliteRawQueue(RawQueue):
         f"CREATE TABLE {TABLE} (id integer PRIMARY KEY AUTOINCREMENT, payload text NOT NULL,"
         " status varchar(20) NOT NULL, run_at text NOT NULL)",
         f"CREATE INDEX {TABLE}_due ON {TABLE} (status, run_at)",
+        f"CREATE TABLE {STEPS_TABLE} (id integer PRIMARY KEY, job_id integer NOT NULL,"
+        " position integer NOT NULL, result text NOT NULL)",
     )
     claim_sql = (
         f"UPDATE {TABLE} SET status = 'running' WHERE id = ("
@@ -184,6 +198,8 @@ class MysqlRawQueue(RawQueue):
         f"CREATE TABLE {TABLE} (id bigint AUTO_INCREMENT PRIMARY KEY, payload json NOT NULL,"
         " status varchar(20) NOT NULL, run_at datetime(6) NOT NULL,"
         f" INDEX {TABLE}_due (status, run_at)) ENGINE=InnoDB",
+        f"CREATE TABLE {STEPS_TABLE} (id bigint AUTO_INCREMENT PRIMARY KEY, job_id bigint NOT NULL,"
+        " position integer NOT NULL, result json NOT NULL) ENGINE=InnoDB",
     )
     clear_sql = f"TRUNCATE TABLE {TABLE}"
     select_sql = (

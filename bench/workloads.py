@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from bench.database import Target, postgres_params, rows_sql
 from bench.fairness import fair_shares
-from bench.rawqueue import TABLE, RawQueue, open_raw_queue
+from bench.rawqueue import STEPS_TABLE, TABLE, RawQueue, open_raw_queue
 from bench.redaction import redaction
 from bench.report import Figure
 from django_durajobs import Job, Status, enqueue, enqueue_many, store
@@ -39,7 +39,8 @@ from django_durajobs.worker import Worker, WorkerOptions
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BATCH = 1000  # jobs per enqueue_many / executemany call
-KINDS = (("bench_noop0", "0-step"), ("bench_noop1", "1-step"), ("bench_noop5", "5-step"))
+#: The no-op kinds processed, and their number of steps.
+KINDS = (("bench_noop0", 0), ("bench_noop1", 1), ("bench_noop5", 5))
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class Bench:
         """Fresh planner statistics for both queues, as autovacuum would give them after a while."""
         with connection.cursor() as cursor:
             if connection.vendor == "mysql":  # no whole-database ANALYZE: name every table
-                tables = [*self.tables(), TABLE]
+                tables = [*self.tables(), TABLE, STEPS_TABLE]
                 cursor.execute(f"ANALYZE TABLE {', '.join(tables)}")
                 cursor.fetchall()  # it answers with a row per table
             else:
@@ -259,26 +260,23 @@ def processing(bench: Bench) -> list[Figure]:
     """Queued no-op jobs run to done: 1 worker at concurrency 1 and 4, and 2 worker processes
     (at concurrency 1 each, compared with the 1 worker at concurrency 1 as well).
 
-    The ceiling is the raw queue's claim-and-finish loop on one connection in one process.
+    The ceiling is the raw queue's claim-and-finish loop on one connection in one process, with
+    as many checkpoints per job as the jobs have steps (the raw durable loop). What one step
+    costs is the difference between 5-step and 0-step jobs, per step, beside the same for raw.
     """
-    count = bench.sizes.process
-    bench.reset()
-    raw_insert_batches(bench.raw, count)
-    bench.analyze()
-    start = time.perf_counter()
-    ran = bench.raw.process_all()
-    raw = rate(ran, time.perf_counter() - start)
-    if ran != count:
-        raise WorkloadFailed(f"the raw queue ran {ran} of {count} jobs")
     figures = []
+    per_job: dict[int, tuple[float, float]] = {}  # steps -> seconds per job, ours and raw
     for kind, steps in KINDS:
+        raw = raw_processing(bench, steps)
         one = run_queued(bench, kind, concurrency=1)
         four = run_queued(bench, kind, concurrency=4)
         two = run_queued(bench, kind, processes=2)
-        what = f"process {steps} jobs"
+        per_job[steps] = (1 / one, 1 / raw)
+        what = f"process {steps}-step jobs"
+        note = "raw: a checkpoint INSERT per step" if steps else ""
         figures += [
-            Figure(f"process_{steps}_c1", f"{what}, 1 worker, concurrency 1", one, "jobs/s", raw),
-            Figure(f"process_{steps}_c4", f"{what}, 1 worker, concurrency 4", four, "jobs/s", raw),
+            Figure(f"process_{steps}_c1", f"{what}, 1 worker, concurrency 1", one, "jobs/s", raw, note=note),
+            Figure(f"process_{steps}_c4", f"{what}, 1 worker, concurrency 4", four, "jobs/s", raw, note=note),
             Figure(
                 f"process_{steps}_2p",
                 f"{what}, 2 worker processes",
@@ -289,7 +287,26 @@ def processing(bench: Bench) -> list[Figure]:
                 "1 process",
             ),
         ]
+    (ours_5, raw_5), (ours_0, raw_0) = per_job[5], per_job[0]
+    step_ms, raw_step_ms = (ours_5 - ours_0) / 5 * 1000, (raw_5 - raw_0) / 5 * 1000
+    figures.append(
+        Figure("step_cost", "cost of one step, 1 worker, concurrency 1", step_ms, "ms", raw_step_ms)
+    )
     return figures
+
+
+def raw_processing(bench: Bench, steps: int) -> float:
+    """The raw queue's jobs/s, each job with ``steps`` checkpoints."""
+    count = bench.sizes.process
+    bench.reset()
+    raw_insert_batches(bench.raw, count)
+    bench.analyze()
+    start = time.perf_counter()
+    ran = bench.raw.process_all(steps)
+    seconds = time.perf_counter() - start
+    if ran != count:
+        raise WorkloadFailed(f"the raw queue ran {ran} of {count} jobs")
+    return rate(ran, seconds)
 
 
 def run_queued(bench: Bench, kind: str, concurrency: int = 1, processes: int = 0) -> float:
