@@ -27,5 +27,13 @@ def test_a_latency_above_twice_its_target_is_missed():
 
 
 def test_figures_without_a_target_or_a_ceiling_pass():
-    figures = [rate("process_5_c1", 0.01), rate("enqueue_many", None), latency("wakeup_p50", 9.0)]
+    figures = [rate("process_5_c4", 0.01), rate("enqueue_many", None), latency("wakeup_p50", 9.0)]
     assert missed_by_half("sqlite", figures) == []
+
+
+def test_jobs_with_steps_and_the_cost_of_a_step_have_targets_against_the_durable_loop():
+    figures = [rate("process_5_c1", 0.4), rate("process_1_c1", 0.5), latency("step_cost", 2.4)]
+    assert missed_by_half("postgresql", figures) == [
+        "process_5_c1: 0.40× raw, below half the target of 0.9×",
+        "step_cost: 2.40× raw, above twice the target of 1.1×",
+    ]
