@@ -30,7 +30,7 @@ from .errors import LeaseLost
 from .family import still_open
 from .models import Event, Job, JobStep
 from .ops.deciding import DECISIONS, Decision
-from .status import Phase, Status
+from .status import Phase, Status, StepState
 from .store import StepRowMissing, new_token
 from .store.enqueuing import EnqueueOptions, _checked_fields
 from .store.log import clean_log_line
@@ -242,7 +242,9 @@ class MemoryLease:
             setattr(row, name, value)
         return None
 
-    def save_step(self, step: JobStep, **fields: Any) -> None:
+    def save_step(
+        self, step: JobStep, *, then_start: tuple[JobStep, dict[str, Any]] | None = None, **fields: Any
+    ) -> bool:
         for name, value in fields.items():
             setattr(step, name, value)
         self._held()
@@ -251,6 +253,16 @@ class MemoryLease:
             raise LeaseLost(f"Step {step.step_id!r} of job {self.job.pk} has no row.")
         for name, value in fields.items():
             setattr(row, name, value)
+        if then_start is None:
+            return False
+        following, started = then_start
+        next_row = self._row_of(following)
+        if next_row is None or next_row.state != StepState.PENDING or self.stop_requested() is not None:
+            return False
+        for name, value in started.items():
+            setattr(following, name, value)
+            setattr(next_row, name, value)
+        return True
 
     def log(self, line: Any) -> None:
         self.renew()

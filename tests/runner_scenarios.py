@@ -232,9 +232,15 @@ class RunnerScenarios:
 
     def test_a_pause_asked_for_between_steps_holds_the_job_until_it_is_resumed(self, store):
         job = store.enqueue("runner_steps")
-        AT[job.pk, "between"] = lambda: store.operate(job.pk, "pause")
 
-        assert ran(store, job) == Status.PAUSED
+        def pause_while_the_run_works_between_its_steps() -> None:
+            store.operate(job.pk, "pause")
+            now.move(1)
+
+        with clock() as now:
+            AT[job.pk, "between"] = pause_while_the_run_works_between_its_steps
+            assert ran(store, job) == Status.PAUSED
+
         assert states(store, job) == {"first": StepState.DONE, "second": StepState.PENDING}
         assert store.run_next() is None
 
@@ -271,11 +277,18 @@ class RunnerScenarios:
 
     def test_a_run_whose_job_another_worker_took_over_writes_nothing_more(self, store):
         job = store.enqueue("runner_steps")
-        AT[job.pk, "between"] = lambda: store.take_over(job.pk)
 
-        assert store.run_next().status is None  # abandoned
+        def taken_over_while_the_run_stalls_between_its_steps() -> None:
+            store.take_over(job.pk)
+            now.move(60)
+
+        with clock() as now:
+            AT[job.pk, "between"] = taken_over_while_the_run_stalls_between_its_steps
+            assert store.run_next().status is None  # abandoned
 
         taken = store.job(job.pk)
         assert (taken.status, taken.locked_by) == (Status.RUNNING, "another worker")
-        assert states(store, job) == {"first": StepState.DONE, "second": StepState.PENDING}
+        # The second step was marked running with the first one's checkpoint, before the job was
+        # taken over; its new worker runs it.
+        assert states(store, job) == {"first": StepState.DONE, "second": StepState.RUNNING}
         assert RUNS[job.pk, "second"] == 0

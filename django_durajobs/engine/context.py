@@ -27,10 +27,10 @@ from ..registry import JobKind, name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
 from ..store import StepRowMissing, database_trouble
 from ..transitions import Trigger, allows
-from ..values import check_message, label, readable_id, short_repr, to_json, to_timeout
+from ..values import check_message, label, readable_id, short_repr, to_timeout
 from .clock import monotonic
 from .describe import family_summary
-from .open_step import OpenStep
+from .open_step import OpenStep, StartedAhead, running_fields, step_result
 from .waits import moment, offered_actions
 
 if TYPE_CHECKING:
@@ -41,8 +41,6 @@ T = TypeVar("T")
 #: What the checks of every step name in their error messages (translated only then).
 A_STEP_ID = gettext_lazy("A step id")
 TIMEOUT_OF_STEP = gettext_lazy("Step %(step)s's timeout")
-RESULT_OF_STEP = gettext_lazy("The result of step %(step)s")
-RESULT_OF_THE_JOB = gettext_lazy("The job's result")
 
 
 class Interrupt(BaseException):
@@ -104,17 +102,6 @@ class PauseInterrupt(Interrupt):
 STOPS = {"cancel": CancelInterrupt, "pause": PauseInterrupt}
 
 
-def step_result(value: Any, step_id: str | None = None) -> Any:
-    """A step's (or, without ``step_id``, the run's) result as it is stored, or ``JobError``."""
-    return to_json(
-        value,
-        what=label(RESULT_OF_STEP, {"step": repr(step_id)}) if step_id else RESULT_OF_THE_JOB,
-        code="unserializable_result",
-        max_bytes=get_setting("MAX_RESULT_BYTES"),
-        setting="MAX_RESULT_BYTES",
-    )
-
-
 class JobContext:
     """Passed to a kind's ``run(job, ctx)`` and ``revert(job, ctx)``."""
 
@@ -130,6 +117,7 @@ class JobContext:
         self.logged = False  # whether this run wrote log lines (the log may need trimming)
         self.event_waits: Counter[str] = Counter()  # how often this run waited for each event
         self._steps_from_rows = False  # whether self.steps was read from the database
+        self.started_ahead = StartedAhead()
         self.span: Any = None  # the attempt's OpenTelemetry span (django_durajobs.telemetry), or None
         #: When this try is past the job's timeout, on ``clock.monotonic()``: counted from the
         #: claim, which happened just now.
@@ -249,21 +237,25 @@ class JobContext:
                 title=shown_text(title or readable_id(step_id), 255),
             )
             self.steps[step_id] = step
+        ahead = self.started_ahead.step
+        if ahead is not None and step is ahead:
+            stop = None if self.started_ahead.read_lately else self._lease.stop_requested()
+            if stop is None:
+                self.started_ahead.taken()
+            return self._started(step, step_id, seconds, stop)
+        if ahead is not None:  # the run goes another way than its declaration: that one waits again
+            self.started_ahead.taken()
+            self._lease.save_step(ahead, state=StepState.PENDING, started_at=None)
         try:
-            stop = self._lease.start_step(
-                step,
-                create=create,
-                state=StepState.RUNNING,
-                started_at=timezone.now(),
-                ended_at=None,
-                detail="",
-                error="",
-            )
+            stop = self._lease.start_step(step, create=create, **running_fields())
         except StepRowMissing:
             if self._steps_from_rows:
                 raise LeaseLost(f"Step {step_id!r} of job {self.job.pk} has no row.") from None
             self.go_by_rows()  # the kind's declaration changed since this job was enqueued
             return self.open_step(step_id, title, timeout)
+        return self._started(step, step_id, seconds, stop)
+
+    def _started(self, step: JobStep, step_id: str, seconds: float | None, stop: str | None) -> OpenStep:
         if stop is not None and not self.reverting:  # where a cancel or pause request is seen
             raise STOPS[stop]()
         span = telemetry.start_step(self.span, self.job, step_id)
@@ -283,7 +275,16 @@ class JobContext:
         """Checkpoint what the step returned, unless it came past the step's deadline."""
         result: T = step_result(value, opened.step.step_id)
         self._refuse_late(opened.step.step_id, opened.ends, opened.seconds)
-        self._lease.save_step(opened.step, state=StepState.DONE, ended_at=timezone.now(), result=result)
+        following = None if self.reverting else self.started_ahead.successor(self.steps, opened.step)
+        started = self._lease.save_step(
+            opened.step,
+            state=StepState.DONE,
+            ended_at=timezone.now(),
+            result=result,
+            then_start=None if following is None else (following, running_fields()),
+        )
+        if started and following is not None:
+            self.started_ahead.started(following)
         telemetry.end(opened.span, StepState.DONE)
         return result
 

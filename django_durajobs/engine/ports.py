@@ -34,8 +34,12 @@ class RunStore(Protocol):
         when a step not to be created has no row."""
         ...
 
-    def save_step(self, step: JobStep, **fields: Any) -> None:
-        """Checkpoint ``fields`` on ``step``."""
+    def save_step(
+        self, step: JobStep, *, then_start: tuple[JobStep, dict[str, Any]] | None = None, **fields: Any
+    ) -> bool:
+        """Checkpoint ``fields`` on ``step``; with ``then_start`` (a pending step and what marks it
+        running), start that step in the same write unless an operator asked to stop the job:
+        whether it did."""
         ...
 
     def stop_requested(self) -> str | None:

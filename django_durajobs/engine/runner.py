@@ -30,9 +30,9 @@ from .context import (
     RetryLaterInterrupt,
     WaitForChildrenInterrupt,
     WaitInterrupt,
-    step_result,
 )
 from .events import WaitForEventInterrupt, without_timeout
+from .open_step import step_result
 from .ports import RunStore
 from .versions import left_behind
 from .waits import wait_checks
@@ -111,6 +111,9 @@ def record(
 ) -> Ran[L]:
     """Write the run's outcome, fenced by its lease (and, with ``then_claim``, claim the next job)."""
     job = lease.job
+    ctx.started_ahead.end()
+    written = outcome.steps
+    outcome.steps += [step for step in ctx.started_ahead.put_back if not any(step is w for w in written)]
     if outcome.fields["status"] not in WAITING:
         outcome.steps += _no_longer_waiting(ctx)
     if outcome.fields["status"] == Status.DONE and ctx.version != ctx.kind.version:
@@ -175,6 +178,7 @@ def prepare(kind: JobKind, ctx: JobContext) -> RunFunction:
 def settle_raised(kind: JobKind, ctx: JobContext, raised: BaseException) -> Outcome:
     """The outcome of a run that raised: a wait or a stop, or a failed try; a lost lease or
     database propagates."""
+    ctx.started_ahead.end()  # before a wait marks the step it shows on
     if isinstance(raised, Interrupt):
         return _interrupted(ctx, raised)
     if isinstance(raised, LeaseLost) or database_trouble(raised):

@@ -22,6 +22,7 @@ from ..status import Status
 from ..transitions import DUE_STATUSES
 from . import sql
 from .changes import changed_to, notify_due, written
+from .checkpoints import checkpoint_and_start
 from .claiming import ClaimRequest, claim_one, claim_order, claim_params, claim_sql, reverts_looked_for_lately
 from .database import DatabaseNow, made_despite_deadlocks, new_token, no_flush, step_transaction
 from .enqueuing import enqueue
@@ -204,12 +205,27 @@ class Lease:
         cancel, pause = rows[0]
         return "cancel" if cancel else "pause" if pause else None
 
-    def save_step(self, step: JobStep, **fields: Any) -> None:
-        """Checkpoint a step row; one statement, fenced by the lease token."""
+    def save_step(
+        self, step: JobStep, *, then_start: tuple[JobStep, dict[str, Any]] | None = None, **fields: Any
+    ) -> bool:
+        """Checkpoint a step row; one statement, fenced by the lease token. With ``then_start`` (a
+        pending step, and what marks it running), the same statement starts that step too,
+        unless a cancel or pause is asked for (``store/checkpoints.py``): whether it did."""
         for name, value in fields.items():
             setattr(step, name, value)
-        if not self._update_step(sql.database(), step, fields):
+        db = sql.database()
+        if then_start is None:
+            if not self._update_step(db, step, fields):
+                raise self._lost()
+            return False
+        self._renew_if_due()
+        changed = checkpoint_and_start(db, self.job.id, self.token, (step, fields), then_start)
+        if not changed:
             raise self._lost()
+        following, started = then_start
+        for name, value in started.items() if changed == 2 else ():
+            setattr(following, name, value)
+        return changed == 2
 
     def log(self, line: Any) -> None:
         """Add a line; a run that keeps logging has its log trimmed as it goes, so the job never

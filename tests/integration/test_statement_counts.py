@@ -59,25 +59,43 @@ def statements(work):
     return result, [query["sql"] for query in captured]
 
 
-#: Statements per database: a claim; a finish (a job of no steps, from its claim to its end);
-#: each step of a first run (marked running, then done); an enqueue; an enqueue_many of BATCH jobs,
-#: and of 2,500 (three statements of at most 1,000 jobs each, with BEGIN and COMMIT around them).
+#: Statements per database: a claim; a finish (a job of no steps, from its claim to its end); the
+#: first step of a run marked running ("step") and each step's checkpoint; an enqueue; an
+#: enqueue_many of BATCH jobs, and of 2,500 (three statements of at most 1,000 jobs each, with
+#: BEGIN and COMMIT around them).
 PINNED = {
     # SQLite: a finish is BEGIN IMMEDIATE, the update, COMMIT; an enqueue the same around its
     # two inserts (the job, its declared steps); an enqueue_many of 1,000 jobs too.
-    "sqlite": {"claim": 1, "finish": 3, "step": 2, "enqueue": 4, "enqueue_many": 4, "enqueue_many_2500": 8},
+    "sqlite": {
+        "claim": 1,
+        "finish": 3,
+        "step": 1,
+        "checkpoint": 1,
+        "enqueue": 4,
+        "enqueue_many": 4,
+        "enqueue_many_2500": 8,
+    },
     # PostgreSQL: every one a single statement (CTEs), an enqueue_many of up to 1,000 jobs too.
     "postgresql": {
         "claim": 1,
         "finish": 1,
-        "step": 2,
+        "step": 1,
+        "checkpoint": 1,
         "enqueue": 1,
         "enqueue_many": 1,
         "enqueue_many_2500": 5,
     },
     # MariaDB: a claim locks the row (SELECT … FOR UPDATE SKIP LOCKED) then updates it, in a
     # transaction: no UPDATE … RETURNING there.
-    "mysql": {"claim": 4, "finish": 3, "step": 2, "enqueue": 4, "enqueue_many": 4, "enqueue_many_2500": 8},
+    "mysql": {
+        "claim": 4,
+        "finish": 3,
+        "step": 1,
+        "checkpoint": 1,
+        "enqueue": 4,
+        "enqueue_many": 4,
+        "enqueue_many_2500": 8,
+    },
 }
 BATCH = 1000
 
@@ -107,8 +125,10 @@ def test_a_finish_is_pinned(queue, pinned):
 
 @pytest.mark.parametrize("steps", [1, 5])
 def test_each_step_of_a_first_run_is_pinned(queue, pinned, steps):
+    """The first step is marked running, then checkpointed; each later one is marked running by
+    its predecessor's checkpoint (``store/checkpoints.py``) and costs its own checkpoint only."""
     _claim, run = claimed_and_run(KINDS[steps], queue)
-    assert run == pinned["finish"] + steps * pinned["step"]
+    assert run == pinned["finish"] + pinned["step"] + steps * pinned["checkpoint"]
 
 
 def test_an_enqueue_is_pinned(queue, pinned):
