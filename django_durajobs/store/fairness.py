@@ -6,10 +6,17 @@ A job's fairness key is its kind's ``fairness_key(subject)``, or, in a queue of
 claimed for last: the next claim takes the most urgent due job of the next key in key order with
 a due job (found through ``durajobs_fair``), and after the last key, one job without a key (in
 the usual order), then the first key again. The cursor is the process's own: no write, no lock.
+
+Turns cost a look for the next key before each claim, and keep a finish from claiming the next job
+with its outcome. So when a look finds no job with a key due at all, for ``KEYED_LOOKUP_SECONDS``
+the process passes over the turns: a claim (and a finish, in the same statement) takes a job
+without a key, and takes a turn only when none is due. A job with a key never jumps the turns:
+it waits for the next look, at most that long, while jobs without a key keep its workers busy.
 """
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -25,13 +32,12 @@ from .limiting import Limits
 
 #: How many keys one claim tries when another worker took the chosen key's due jobs meanwhile.
 KEYS_TRIED = 5
-#: After a turn found no due job without a key, how long (seconds) turns pass over those jobs:
-#: looking for them reads past every keyed job that is due.
-KEYLESS_LOOKUP_SECONDS = 1.0
+#: After a look found no due job with a key, how long (seconds) claims pass over the turns.
+KEYED_LOOKUP_SECONDS = 1.0
 
 _cursor: str = ""
-#: When jobs without a key next get a turn, on ``time.monotonic()``.
-_next_keyless_lookup = 0.0
+#: Until when (on ``time.monotonic()``) claims pass over the turns.
+_next_keyed_lookup = 0.0
 
 
 def fairness_in_force() -> bool:
@@ -49,28 +55,56 @@ def fairness_key_of(kind_name: str, queue: str, key: str) -> str:
 def claim_fairly(db: BaseDatabaseWrapper, request: ClaimRequest, limits: Limits | None) -> Job | None:
     """Claim a queued job for the next key's turn (the module's text says which), of a kind and in
     a queue that no limit applies to."""
-    global _cursor, _next_keyless_lookup
+    global _cursor
     now = timezone.now()
     kinds = known_kinds() if limits is None else limits.plain_kinds
     passed_over = () if limits is None else limits.limited_queues
     if not kinds:
         return None
+    tried_keyless = not turns_due()
+    if tried_keyless:
+        unkeyed = claim_one(db, Status.QUEUED, request, now, kinds, passed_over, KEYLESS)
+        if unkeyed is not None:
+            return unkeyed
     for _try in range(KEYS_TRIED):
         key = _next_key(db, _cursor, kinds, request.queues, now)
         if key is None:
+            keys_due = bool(_cursor)  # a round of turns ended: its first key may be due again
             _cursor = ""
-            unkeyed = claim_one(db, Status.QUEUED, request, now, kinds, passed_over, _KEYLESS)
-            if unkeyed is not None or _next_key(db, "", kinds, request.queues, now) is None:
+            unkeyed = (
+                None
+                if tried_keyless
+                else claim_one(db, Status.QUEUED, request, now, kinds, passed_over, KEYLESS)
+            )
+            tried_keyless = True
+            if unkeyed is None:
+                keys_due = _next_key(db, "", kinds, request.queues, now) is not None
+            if not keys_due:
+                _pass_over_turns()
+            if unkeyed is not None or not keys_due:
                 return unkeyed
             continue
         _cursor = key
+        _pass_over_turns(seconds=0.0)  # jobs with a key are due: turns from the next claim on
         job = claim_one(db, Status.QUEUED, request, now, kinds, passed_over, _with_key(db, key))
         if job is not None:
             return job
     return None
 
 
-_KEYLESS: Condition = (" AND fairness_key = ''", ())
+def turns_due() -> bool:
+    """Whether claims take turns now: jobs with a key were due at the last look, or it was
+    ``KEYED_LOOKUP_SECONDS`` ago."""
+    return time.monotonic() >= _next_keyed_lookup
+
+
+def _pass_over_turns(seconds: float = KEYED_LOOKUP_SECONDS) -> None:
+    global _next_keyed_lookup
+    _next_keyed_lookup = time.monotonic() + seconds
+
+
+#: A job without a fairness key.
+KEYLESS: Condition = (" AND fairness_key = ''", ())
 
 
 def _with_key(db: BaseDatabaseWrapper, key: str) -> Condition:

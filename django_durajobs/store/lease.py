@@ -27,7 +27,7 @@ from .claiming import ClaimRequest, claim_one, claim_order, claim_params, claim_
 from .database import DatabaseNow, made_despite_deadlocks, new_token, no_flush, step_transaction
 from .enqueuing import enqueue
 from .events import sent_event
-from .fairness import claim_fairly, fairness_in_force
+from .fairness import KEYLESS, claim_fairly, fairness_in_force, turns_due
 from .family import children_of, open_children
 from .limiting import claim_under_limits, current_limits
 from .log import append_log, clean_log_line, trim_log
@@ -289,15 +289,21 @@ class Lease:
         kinds = known_kinds() if limits is None else limits.plain_kinds
         passed_over = () if limits is None else limits.limited_queues
         frees_a_limit = limits is not None and bool(limits.scopes(self.job))
+        # Under fair shares, only while claims pass over the turns, and a job without a key.
+        keyless = fairness_in_force()
         claiming = bool(
-            then_claim and then_claim() and kinds and reverts_looked_for_lately() and not fairness_in_force()
+            then_claim
+            and then_claim()
+            and kinds
+            and reverts_looked_for_lately()
+            and not (keyless and turns_due())
         )
         next_request = replace(self.request, token=new_token()) if claiming else self.request
         in_one_statement = db.vendor == "postgresql" and not (steps or trim or due_now or frees_a_limit)
 
         def write(claiming: bool) -> Job | None:
             """The outcome, and with ``claiming`` the next job's claim: that job, or None."""
-            next_claim = (kinds, passed_over, next_request) if claiming else None
+            next_claim = (kinds, passed_over, next_request, keyless) if claiming else None
             if in_one_statement:  # the common case, a job done
                 return self._finish_in_one_statement(db, update, params, log_line, next_claim, now)
             with sql.transaction(db, statements_only=not trim):
@@ -313,14 +319,8 @@ class Lease:
                     notify_due(self.job.queue)
                 if not claiming:
                     return None
-                return claim_one(
-                    db,
-                    Status.QUEUED,
-                    next_request,
-                    now,
-                    kinds,
-                    passed_over,
-                )
+                only_if = KEYLESS if keyless else ("", ())
+                return claim_one(db, Status.QUEUED, next_request, now, kinds, passed_over, only_if)
 
         # InnoDB may make the claim, meeting another worker's, a deadlock's victim, and with it the
         # whole transaction: the outcome is then written again, without the claim.
@@ -337,20 +337,23 @@ class Lease:
         update: sql.Statement,
         params: list[Any],
         log_line: str | None,
-        next_claim: tuple[list[str], tuple[str, ...], ClaimRequest] | None,
+        next_claim: tuple[list[str], tuple[str, ...], ClaimRequest, bool] | None,
         now: datetime,
     ) -> Job | None:
         """PostgreSQL: the outcome, any log line and, with ``next_claim`` (kinds, queues passed
-        over, the claim request), the next claim, in one statement; returns the job claimed."""
+        over, the claim request, whether of a job without a fairness key), the next claim, in one
+        statement; returns the job claimed."""
         queues = self.request.queues
-        claimed_shape = (len(next_claim[0]), len(queues), len(next_claim[1])) if next_claim else ()
+        claimed_shape = (
+            (len(next_claim[0]), len(queues), len(next_claim[1]), next_claim[3]) if next_claim else ()
+        )
         shape = (update, bool(log_line), *claimed_shape)
         statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
         params = list(params)
         if log_line:
             params += [now, clean_log_line(log_line)]
         if next_claim:
-            kinds, passed_over, request = next_claim
+            kinds, passed_over, request, _keyless = next_claim
             params += claim_params(db, Status.QUEUED, kinds, request, now, passed_over)
         rows = sql.fetch(db, statement, params)
         if not rows:
@@ -365,9 +368,10 @@ class Lease:
         kinds: int = 0,
         queues: int = 0,
         passed_over: int = 0,
+        keyless: bool = False,
     ) -> str:
         """PostgreSQL: ``update`` (the fenced outcome), with ``logs`` its log line and, with ``kinds``,
-        the next claim."""
+        the next claim (with ``keyless``, of a job without a fairness key)."""
         quote = db.ops.quote_name
         finished = f"WITH finished AS ({update.text} RETURNING {quote('id')})"
         if logs:
@@ -377,7 +381,6 @@ class Lease:
             )
         if not kinds:
             return f"{finished} SELECT id FROM finished"
-        claim = claim_sql(
-            db, Status.QUEUED, kinds, queues, "", passed_over, only_if=" AND EXISTS (SELECT 1 FROM finished)"
-        )
+        only_if = (KEYLESS[0] if keyless else "") + " AND EXISTS (SELECT 1 FROM finished)"
+        claim = claim_sql(db, Status.QUEUED, kinds, queues, "", passed_over, only_if=only_if)
         return f"{finished}, claimed AS ({claim}) SELECT claimed.* FROM finished LEFT JOIN claimed ON true"

@@ -6,15 +6,35 @@ however big the backlog (``@job(fairness_key=…)``; ``DURAJOBS["FAIR_QUEUES"]``
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from django_durajobs import Job, drain, enqueue, enqueue_many, job
 from django_durajobs.registry import unregister
+from django_durajobs.store import claiming, fairness
 
 pytestmark = pytest.mark.django_db
 
 BACKLOG = 10_000
 SMALL_KEYS = 9
 EACH = 10
+
+
+@pytest.fixture(autouse=True)
+def turns_due(monkeypatch):
+    """Each test starts as a new worker process would: its first claim looks for the keys."""
+    monkeypatch.setattr(fairness, "_next_keyed_lookup", 0.0)
+    monkeypatch.setattr(fairness, "_cursor", "")
+
+
+@pytest.fixture
+def plain_jobs():
+    @job("plain_job")
+    def plain_job(job, ctx):
+        return None
+
+    yield plain_job
+    unregister("plain_job")
 
 
 @pytest.fixture
@@ -39,19 +59,44 @@ def test_one_tenant_s_backlog_delays_the_others_by_one_claim_per_busy_tenant(ten
     assert done.filter(fairness_key="big").count() == EACH
 
 
-def test_a_fair_queue_takes_turns_among_kinds_and_jobs_without_a_key_get_theirs(settings, tenant_jobs):
+def test_a_fair_queue_takes_turns_among_kinds_and_jobs_without_a_key_get_theirs(
+    settings, tenant_jobs, plain_jobs
+):
     settings.DURAJOBS = {"FAIR_QUEUES": ["shared"]}
+    enqueue_many("plain_job", [{"queue": "shared"} for _ in range(20)])  # keyed by their kind's name
+    enqueue_many("plain_job", [{} for _ in range(20)])  # not in a fair queue: no key
+    enqueue("tenant_job", subject={"tenant": "a"})
+    assert drain(max_jobs=3) == 3
+    ran = list(Job.objects.filter(status="done").values_list("fairness_key", flat=True))
+    assert sorted(ran) == ["", "a", "plain_job"]
 
-    @job("plain_job")
-    def plain_job(job, ctx):
-        return None
 
-    try:
-        enqueue_many("plain_job", [{"queue": "shared"} for _ in range(20)])  # keyed by their kind's name
-        enqueue_many("plain_job", [{} for _ in range(20)])  # not in a fair queue: no key
-        enqueue("tenant_job", subject={"tenant": "a"})
-        assert drain(max_jobs=3) == 3
-        ran = list(Job.objects.filter(status="done").values_list("fairness_key", flat=True))
-        assert sorted(ran) == ["", "a", "plain_job"]
-    finally:
-        unregister("plain_job")
+def test_while_no_job_with_a_key_is_due_a_job_without_one_costs_what_it_does_without_fair_shares(
+    plain_jobs, request, monkeypatch
+):
+    monkeypatch.setattr(claiming, "_next_revert_lookup", float("inf"))  # as between two such looks
+    def statements(jobs: int) -> int:
+        """What running ``jobs`` jobs without a key takes, with more of them still queued."""
+        enqueue_many("plain_job", [{} for _ in range(jobs + 1)])
+        with CaptureQueriesContext(connection) as captured:
+            assert drain(max_jobs=jobs) == jobs
+        assert drain() == 1
+        return len(captured)
+
+    plain = statements(20)
+    request.getfixturevalue("tenant_jobs")  # a kind with a fairness key: fair shares are in force
+    assert statements(20) == plain + 1  # the first claim's look for a key, and no more
+
+
+def test_a_job_with_a_key_waits_for_the_next_look_and_never_jumps_the_turns(tenant_jobs, plain_jobs):
+    enqueue_many("plain_job", [{} for _ in range(4)])
+    assert drain(max_jobs=1) == 1  # its look found no job with a key: claims pass over the turns
+    enqueue("tenant_job", subject={"tenant": "a"})
+
+    assert drain(max_jobs=2) == 2
+    assert Job.objects.get(kind="tenant_job").status == "queued"  # the jobs without a key went first
+
+    fairness._pass_over_turns(seconds=0.0)  # as a second later: the next claim looks again
+    assert drain(max_jobs=1) == 1
+    assert Job.objects.get(kind="tenant_job").status == "done"
+    assert Job.objects.filter(kind="plain_job", status="queued").count() == 1
