@@ -75,6 +75,7 @@ def test_while_no_job_with_a_key_is_due_a_job_without_one_costs_what_it_does_wit
     plain_jobs, request, monkeypatch
 ):
     monkeypatch.setattr(claiming, "_next_revert_lookup", float("inf"))  # as between two such looks
+
     def statements(jobs: int) -> int:
         """What running ``jobs`` jobs without a key takes, with more of them still queued."""
         enqueue_many("plain_job", [{} for _ in range(jobs + 1)])
