@@ -76,6 +76,9 @@ def test_a_worker_holds_a_known_number_of_connections_whatever_it_runs(child_env
         run("async_three_steps", 100)
     stop_cleanly([worker])
     print(f"connections: {sync_jobs.most} (sync jobs), {both.most} (and async ones), {later.most} (200 more)")
+    budget = 2 * CONCURRENCY + get_setting("ASYNC_DATABASE_THREADS") + 4
     assert sync_jobs.most <= CONCURRENCY + 4
-    assert both.most <= 2 * CONCURRENCY + get_setting("ASYNC_DATABASE_THREADS") + 4
-    assert later.most <= max(sync_jobs.most, both.most)
+    assert both.most <= budget
+    # 200 jobs more stay within the same budget: no connection is kept per job. (Not the peak the
+    # first 40 happened to reach: the threads of async jobs' sync steps come as the jobs overlap.)
+    assert later.most <= budget
