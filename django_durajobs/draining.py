@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 from django.db import connections
 
@@ -16,6 +17,10 @@ from .redaction import package_logger
 from .registry import get_kind, has_kind_finders, jobs_cannot_start, known_kinds
 
 logger = package_logger("django_durajobs.worker")
+
+#: How many times a claim is tried again, 10 ms apart, while a due job is there that it passed
+#: over (another worker's claim was reading it, or a limit holds it back).
+LOOKS_AFTER_A_PASSED_OVER_JOB = 5
 
 #: Kinds of due jobs that a finder refused in this process: not looked up again.
 _refused_kinds: set[str] = set()
@@ -32,6 +37,7 @@ def drain(max_jobs: int = 100) -> int:
     """
     worker_id = store.new_worker_id("drain")
     ran = 0
+    looks_left = LOOKS_AFTER_A_PASSED_OVER_JOB
     with CtrlC() as ctrl_c:
         while ran < max_jobs:
             lease = store.claim(worker_id)
@@ -43,7 +49,12 @@ def drain(max_jobs: int = 100) -> int:
                     or learn_due_kinds(worker_id)
                 ):
                     continue
+                if looks_left and store.passed_over_by_lock():
+                    looks_left -= 1
+                    time.sleep(0.01)
+                    continue
                 break
+            looks_left = LOOKS_AFTER_A_PASSED_OVER_JOB
             with LeaseKeeper(lease):
                 (execute_here if runs_async(lease) else execute)(lease)
             ran += 1

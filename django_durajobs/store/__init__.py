@@ -14,7 +14,7 @@ from .changes import (
     unmark_waiting_steps,
     update_shown_fields,
 )
-from .claiming import due_jobs_with_subject_key, due_kinds_not_in
+from .claiming import due_jobs_with_subject_key, due_kinds_not_in, passed_over_by_lock
 from .database import DatabaseNow, database_now, database_trouble, deadlock, new_token, step_transaction
 from .enqueuing import enqueue, enqueue_many
 from .events import event_wait_reason, send_event, sent_event, waiters
@@ -104,6 +104,7 @@ __all__ = [
     "job_version_unserved",
     "held_back_reasons",
     "new_token",
+    "passed_over_by_lock",
     "new_worker_id",
     "notify_due",
     "open_children",

@@ -316,6 +316,24 @@ def claim_params(
     return [*taking_params(status, request, now), *picked, status]
 
 
+def passed_over_by_lock() -> bool:
+    """Whether a claim that found nothing may have passed over a due job only because another
+    claim was reading it.
+
+    MySQL/MariaDB lock every row a locking read examines, in any queue, until its statement has
+    judged it, so a claim with ``SKIP LOCKED`` can pass over a due job that another worker's claim
+    (for other queues, say) is looking at for a moment. PostgreSQL locks only the row it returns;
+    SQLite claims one at a time.
+    """
+    if sql.database().vendor != "mysql":
+        return False
+    return (
+        Job.objects.queued()
+        .filter(next_run_at__lte=timezone.now(), locked_by="", kind__in=known_kinds())
+        .exists()
+    )
+
+
 def due_kinds_not_in(known: list[str], most: int = 20) -> list[str]:
     """Up to ``most`` kinds of due queued jobs that are not in ``known``, the most urgent first.
 

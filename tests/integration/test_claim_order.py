@@ -7,9 +7,12 @@ queue and priority, and ``enqueue`` overrides them. Workers restricted to queues
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -237,3 +240,29 @@ def test_kinds_no_job_registered_are_found_in_claim_order_interrupted_work_first
         "tasks.not_started_long_ago",
         "tasks.not_started_lately",
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_drain_runs_a_due_job_that_another_workers_claim_was_reading():
+    """MySQL/MariaDB lock every row a claim reads, in any queue: a claim for other queues holds the
+    due job for a moment, and drain() looks again rather than stop with the job still due."""
+    job, _ = enqueue("fleet_record", label="read-by-another")
+    reading, done = threading.Event(), threading.Event()
+
+    def claim_for_other_queues() -> None:
+        try:
+            with transaction.atomic():
+                assert store.claim("elsewhere", queues=["nothing"]) is None
+                reading.set()
+                time.sleep(0.02)
+        finally:
+            connection.close()
+            done.set()
+
+    threading.Thread(target=claim_for_other_queues).start()
+    assert reading.wait(10)
+    assert drain() == 1
+    assert done.wait(10)
+    job.refresh_from_db()
+    assert job.status == Status.DONE
+    assert ran_labels() == ["read-by-another"]
