@@ -48,7 +48,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--check-targets",
         action="store_true",
-        help="exit 1 when a figure misses half its target (bench/targets.py): a broken path, not noise",
+        help="exit 1 when a figure misses half its target twice (bench/targets.py): a broken path, not noise",
     )
     args = parser.parse_args(argv)
     try:
@@ -107,6 +107,7 @@ def run_workloads(args: argparse.Namespace, target: Target) -> tuple[list, dict[
     call_command("migrate", verbosity=0)
 
     from bench.rawqueue import open_raw_queue
+    from bench.targets import missed_by_half
     from bench.workloads import FULL, QUICK, WORKLOADS, Bench  # imports models: only once Django is set up
 
     raw = open_raw_queue(target)
@@ -125,7 +126,11 @@ def run_workloads(args: argparse.Namespace, target: Target) -> tuple[list, dict[
             print(f"  {name} …", end=" ", flush=True)
             start = time.monotonic()
             try:
-                figures += workload(bench)
+                measured = workload(bench)
+                if args.check_targets and missed_by_half(target.vendor, measured):
+                    print("missed a target; again …", end=" ", flush=True)
+                    measured = workload(bench)
+                figures += measured
             except Exception:
                 failures[name] = traceback.format_exc()
                 print("FAILED", flush=True)

@@ -1,6 +1,7 @@
 """The benchmark smoke run's check (``bench/run.py --check-targets``): a figure that misses half
-its target fails it, a figure short of the target but above half does not (noise on a loaded
-machine), and figures without a target or a ceiling are left alone."""
+its target fails it (half what was measured, for a target not met yet), a figure short of the
+target but above half does not (noise on a loaded machine), and figures without a target or a
+ceiling are left alone."""
 
 from __future__ import annotations
 
@@ -17,8 +18,16 @@ def latency(key: str, ratio: float) -> Figure:
 
 
 def test_a_rate_below_half_its_target_is_missed():
-    missed = missed_by_half("sqlite", [rate("enqueue_many", 0.14), rate("enqueue", 0.3)])
-    assert missed == ["enqueue_many: 0.14× raw, below half the target of 0.3×"]
+    missed = missed_by_half("postgresql", [rate("enqueue_many", 0.45), rate("enqueue", 0.6)])
+    assert missed == ["enqueue_many: 0.45× raw, below half the target of 1×"]
+
+
+def test_a_target_not_met_yet_holds_the_figure_to_half_what_was_measured():
+    """SQLite's targets are not met (docs/performance.md): a path that got twice as slow still fails."""
+    figures = [rate("enqueue_many", 0.02), rate("enqueue", 0.1), rate("process_0_c1", 0.2)]
+    assert missed_by_half("sqlite", figures) == [
+        "enqueue_many: 0.02× raw, below half the 0.05× measured (the target, 0.3×, is not met yet)"
+    ]
 
 
 def test_a_latency_above_twice_its_target_is_missed():
