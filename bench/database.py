@@ -2,7 +2,8 @@
 
 The benchmark never touches a database it did not create. On PostgreSQL and MariaDB/MySQL the URL
 names a server (and a database to connect to for maintenance); the benchmark drops and creates
-``durajobs_bench`` there. SQLite always gets a new file in a temporary directory.
+``durajobs_bench`` there (or the name in ``DURAJOBS_BENCH_DATABASE``, so that two runs can share
+a server). SQLite always gets a new file in a temporary directory.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ import tempfile
 from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlsplit
 
-BENCH_DATABASE = "durajobs_bench"
+BENCH_DATABASE = os.environ.get("DURAJOBS_BENCH_DATABASE", "durajobs_bench")
+if not BENCH_DATABASE.isidentifier():
+    raise SystemExit(
+        f"DURAJOBS_BENCH_DATABASE must be a plain name (letters, digits, _), not {BENCH_DATABASE!r}"
+    )
 VENDORS = {"postgres": "postgresql", "postgresql": "postgresql", "mysql": "mysql", "sqlite": "sqlite"}
 #: The bench process hands the database to its settings (and to the worker processes it starts) here.
 URL_VARIABLE = "BENCH_DATABASE_URL"
