@@ -150,8 +150,10 @@ async def _streaming(hub: Watcher, stream: Stream, first: str) -> AsyncIterator[
             if changes is None:
                 yield HEARTBEAT
                 continue
+            # Over as of these changes: those delivered while the client reads them go next.
+            over = stream.over
             yield events(changes, stream.version)
-            if stream.over:
+            if over:
                 yield END
                 return
     finally:

@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.test import AsyncClient, Client
 
 from django_durajobs import Status, cancel, drain, enqueue, update
-from django_durajobs.views.watching import close_watchers
+from django_durajobs.views.watching import close_watchers, watcher
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -98,6 +98,28 @@ def test_a_stream_ends_when_its_job_ends(owner, asking, streams):
         with pytest.raises(StopAsyncIteration):
             await events.next()
         return []
+
+    async_to_sync(scenario)()
+
+
+def test_a_job_that_ends_while_the_client_reads_the_change_before_is_shown_ended_before_the_end(
+    owner, asking, streams
+):
+    """The stream sends one change and waits for the client to read it; the job ends meanwhile.
+    The client is sent the ended job before ``end``, not ``end`` alone."""
+
+    async def scenario() -> None:
+        events = Events(await streams.get(f"/jobs/{asking.pk}/events/"))
+        await events.next()
+        await sync_to_async(update)(asking.pk, progress=70)
+        assert (await events.next())[2]["progress"] == 70  # the stream now waits for the next read
+        await sync_to_async(cancel)(asking.pk, by=owner)
+        (stream,) = watcher().streams[asking.pk]
+        while not stream.over:  # the watcher has read the ended job before the client reads again
+            await asyncio.sleep(0.01)
+        kind, last, summary = await events.next()
+        assert (kind, summary["status"], last) == ("job", Status.CANCELLED, stream.version)
+        assert (await events.next())[0] == "end"
 
     async_to_sync(scenario)()
 
