@@ -54,7 +54,8 @@ def many_jobs():
 
 
 def job_table_queries(queries) -> list[str]:
-    return [query["sql"] for query in queries if '"django_durajobs_job"' in query["sql"]]
+    table = connection.ops.quote_name(Job._meta.db_table)
+    return [query["sql"] for query in queries if table in query["sql"]]
 
 
 @pytest.mark.parametrize("query", RENDERS)
