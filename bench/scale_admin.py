@@ -18,6 +18,7 @@ import time
 from datetime import timedelta
 
 from django.db import connection
+from django.db.models import Max, Min
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -116,10 +117,13 @@ def fill_jobs(first: int, count: int) -> None:
     """Add ``count`` jobs numbered from ``first``: the top-level ones, then the child jobs."""
     children = count // CHILD_EVERY
     top = count - children
-    low = Job.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    before = Job.objects.order_by("-id").values_list("id", flat=True).first() or 0
     insert_jobs(first, top, parents=None)
-    high = Job.objects.order_by("-id").values_list("id", flat=True).first()
-    insert_jobs(first + top, children, parents=(low + 1, high))
+    # The new ids, one run of them (MariaDB may skip ids between two statements, not within one).
+    new = Job.objects.filter(id__gt=before).aggregate(low=Min("id"), high=Max("id"))
+    if new["high"] - new["low"] + 1 != top:
+        raise RuntimeError(f"the {top:,} new jobs' ids are not one run: {new}")
+    insert_jobs(first + top, children, parents=(new["low"], new["high"]))
 
 
 def cases(variable: str, table: tuple[tuple[int, str], ...]) -> str:
