@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlencode
 
+import django
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
@@ -107,6 +108,7 @@ class JobChangeList(ChangeList):
         super().get_results(request)
         #: "10,000" when there are more jobs than the list counts (``listing.py``), else "".
         self.more_than = count(self.paginator.cap) if self.paginator.capped else ""
+        self.pages_as_list = django.VERSION >= (6, 0)  # Django 6's paginator markup, or 5.2's
         prepare_rows(list(self.result_list))
 
 
