@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 from urllib.parse import urlencode
 
+import django
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
 from django.db import router
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
@@ -36,6 +37,8 @@ from ..transitions import HELD_STATUSES
 from .actions import JobActionsMixin
 from .console import ConsoleMixin
 from .display import PAGE_ONLY_FIELDS, count, family_badge, pretty_json, progress_bar, status_badge, time_tag
+from .filters import ActorTypeFilter, KindFilter, QueueFilter
+from .listing import CappedPaginator
 from .pages import JobPageMixin, answer_of
 from .rerunning import RerunMixin
 from .rows import prepare_rows
@@ -103,6 +106,9 @@ class JobChangeList(ChangeList):
 
     def get_results(self, request):
         super().get_results(request)
+        #: "10,000" when there are more jobs than the list counts (``listing.py``), else "".
+        self.more_than = count(self.paginator.cap) if self.paginator.capped else ""
+        self.pages_as_list = django.VERSION >= (6, 0)  # Django 6's paginator markup, or 5.2's
         prepare_rows(list(self.result_list))
 
 
@@ -122,13 +128,26 @@ class JobAdmin(JobActionsMixin, RerunMixin, ConsoleMixin, JobPageMixin, admin.Mo
         "created_by",
     )
     list_display_links = ("id", "label_and_kind")
-    list_filter = ("status", "kind", "queue", "actor_type", HasParentFilter, WaitsForEventFilter)
-    search_fields = ("label", "=idempotency_key", "=subject_id", "=external_ref", "=waits_for_event")
+    # No filter, count or search reads every job (issue 27): the choices come from the code and
+    # the settings (filters.py), the count stops at COUNT_CAP (listing.py), and each search reads
+    # an index (get_search_results).
+    list_filter = (
+        "status",
+        ("kind", KindFilter),
+        ("queue", QueueFilter),
+        ("actor_type", ActorTypeFilter),
+        HasParentFilter,
+        WaitsForEventFilter,
+    )
+    search_fields = ("label", "idempotency_key", "subject_type", "subject_id", "waits_for_event")
     search_help_text = _(
-        "Search by id, label, idempotency key, subject id, external reference or the event a job waits for."
+        "Search by id (42 or #42), the label's beginning, an idempotency key, a subject as the list "
+        "shows it (type and id) or the event a job waits for."
     )
     ordering = ("-created_at", "-id")
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER  # a count of every job for each choice of every filter
+    paginator = CappedPaginator
     list_per_page = 50
     actions = (
         "resume_jobs",
@@ -261,12 +280,32 @@ class JobAdmin(JobActionsMixin, RerunMixin, ConsoleMixin, JobPageMixin, admin.Mo
     def get_changelist(self, request: HttpRequest, **kwargs):
         return JobChangeList
 
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        """Django's list; "All … selected" names no number beyond the jobs it counts."""
+        response = super().changelist_view(request, extra_context)
+        context = getattr(response, "context_data", None) or {}
+        more_than = getattr(context.get("cl"), "more_than", "")
+        if more_than:
+            context["selection_note_all"] = _("All jobs that match selected (more than %(number)s)") % {
+                "number": more_than
+            }
+        return response
+
     def get_search_results(self, request: HttpRequest, queryset: QuerySet, search_term: str):
-        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
-        pk = searched_id(search_term)
+        """The jobs whose id, label's beginning (in any case), idempotency key, subject ("site
+        site-xyz", as the list shows it) or awaited event is the term: each read through an index,
+        however many jobs there are."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        matches = Q(label__istartswith=term) | Q(idempotency_key=term) | Q(waits_for_event=term)
+        subject_type, _space, subject_id = term.partition(" ")
+        if subject_id.strip():
+            matches |= Q(subject_type=subject_type, subject_id=subject_id.strip())
+        pk = searched_id(term)
         if pk is not None:
-            results |= queryset.filter(pk=pk)
-        return results, may_have_duplicates
+            matches |= Q(pk=pk)
+        return queryset.filter(matches), False
 
     # List columns ------------------------------------------------------------------------------
 

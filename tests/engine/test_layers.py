@@ -43,6 +43,7 @@ LAYERS = (
             "answers",
             "signals",
             "routers",
+            "indexes",
         ),
     ),
     ("models", ("models", "worker_rows", "tallies", "registry", "explain", "migrations")),

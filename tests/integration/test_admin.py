@@ -1236,14 +1236,15 @@ def searchable():
 @pytest.mark.parametrize(
     "term, expected",
     [
-        ("marketing", "deploy"),
+        ("deploy mark", "deploy"),
         ("NIGHTLY", "backup"),
+        (" Nightly backup ", "backup"),
         ("deploy-key-abc", "deploy"),
-        ("site-uvw", "backup"),
-        ("ticket-qrs", "deploy"),
+        ("site site-uvw", "backup"),
     ],
 )
 def test_list_search_by_label_and_references(admin_client, searchable, term, expected):
+    """The label's beginning in any case, an idempotency key, a subject as the list shows it."""
     assert shown_ids(admin_client.get(list_url(), {"q": term})) == [searchable[expected].pk]
 
 
@@ -1254,9 +1255,23 @@ def test_list_search_by_id(admin_client, searchable, template):
     assert shown_ids(admin_client.get(list_url(), {"q": template.format(wanted.pk)})) == [wanted.pk]
 
 
-@pytest.mark.parametrize("term", ["deploy-key", "site-", "ticket", "99999999999999999999999", "#"])
+@pytest.mark.parametrize(
+    "term",
+    [
+        "deploy-key",
+        "site site-",
+        "site-uvw",
+        "marketing",
+        "ticket-qrs",
+        "Deploy-key-abc",
+        "99999999999999999999999",
+        "#",
+    ],
+)
 def test_list_search_references_match_exactly_and_odd_terms_are_no_error(admin_client, searchable, term):
-    """Keys, subject ids and references match whole values; a huge number or a bare # finds nothing."""
+    """Keys and subjects match whole values (a subject with its type), a label its beginning, so
+    that every search reads an index: the middle of a label, a subject id alone and an external
+    reference find nothing; nor do a huge number or a bare #."""
     response = admin_client.get(list_url(), {"q": term})
 
     assert response.status_code == 200
