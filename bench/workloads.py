@@ -74,7 +74,7 @@ FULL = Sizes(
 # samples after warm-up.
 QUICK = Sizes(
     enqueue=300,
-    bulk=2_000,
+    bulk=10_000,
     process=300,
     wakeups=20,
     finished=2_000,
