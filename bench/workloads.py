@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from bench.database import Target, postgres_params, rows_sql
 from bench.fairness import fair_shares
+from bench.family import children
 from bench.rawqueue import STEPS_TABLE, TABLE, PostgresRawQueue, RawQueue, open_raw_queue
 from bench.redaction import redaction
 from bench.report import Figure
@@ -56,6 +57,8 @@ class Sizes:
     rss_every: float  # seconds between RSS samples
     redaction: int  # characters of each text redacted
     admin: tuple[int, ...]  # jobs in the table as the admin's changelist is rendered (bench/scale_admin.py)
+    children_small: int  # children of a small family
+    children_large: int  # children of a large one
 
 
 FULL = Sizes(
@@ -69,6 +72,8 @@ FULL = Sizes(
     rss_every=0.5,
     redaction=1_000_000,
     admin=(100_000, 1_000_000),
+    children_small=100,
+    children_large=10_000,
 )
 # A smoke run (CI): every workload, small. RSS is sampled more often so a short run still has
 # samples after warm-up.
@@ -83,6 +88,8 @@ QUICK = Sizes(
     rss_every=0.1,
     redaction=250_000,
     admin=(2_000, 20_000),
+    children_small=50,
+    children_large=500,
 )
 
 
@@ -569,4 +576,5 @@ WORKLOADS = (
     worker_memory,
     redaction,
     admin_at_scale,
+    children,
 )

@@ -29,3 +29,8 @@ def fair(job, ctx):
 @job("bench_unfair", title="No-op, the same without fair shares")
 def unfair(job, ctx):
     return None
+
+
+@job("bench_parent", title="Waits for its children")
+def parent(job, ctx):
+    ctx.wait_for_children()
