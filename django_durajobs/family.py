@@ -22,6 +22,10 @@ from .transitions import Transition, Trigger, allows, sources, transition
 SETTLED_UNSUCCESSFULLY = frozenset({Status.FAILED, Status.NEEDS_USER, Status.CANCELLED, Status.REVERTED})
 #: A child in one of these has settled: its parent no longer waits for it.
 SETTLED = SETTLED_UNSUCCESSFULLY | {Status.DONE}
+#: A child in one of these is still open: its parent waits for it. Named one by one (every status
+#: but the settled ones), so that a parent's open children are found through the index on
+#: ``(parent, status)`` without reading its settled ones.
+OPEN = frozenset(Status) - SETTLED
 #: The children a retry of a parent's failed children queues again (the statuses a retry is
 #: allowed from, as the transitions table says); the parent's page lists them first.
 RETRIED = sources(Trigger.RETRY)
@@ -65,6 +69,26 @@ def wait_reason(open_count: int, total: int) -> str:
     return ngettext(
         "Waiting for %(open)s of %(total)s child job", "Waiting for %(open)s of %(total)s child jobs", total
     ) % {"open": open_count, "total": total}
+
+
+class Waiting(Protocol):
+    """What the rules read of a job to say what it waits for."""
+
+    @property
+    def waits_for_children(self) -> bool: ...
+    @property
+    def wait_reason(self) -> str: ...
+
+
+def shown_wait_reason(job: Waiting, counts: Mapping[str, int] | None) -> str:
+    """What ``job`` shows it waits for. A parent waiting for its children: how many of them are
+    open now, by ``counts`` (how many children in each status, read with the job), not the count
+    its row kept as it parked; its children's settles leave its row alone, since keeping the count
+    there would cost each settle a count of all its siblings. Any other job: the reason its row
+    holds (empty if none)."""
+    if job.waits_for_children and counts:
+        return wait_reason(still_open(counts), sum(counts.values()))
+    return job.wait_reason
 
 
 def parent_woken(phase: str, status: str, counts: Mapping[str, int]) -> Transition | None:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from .awaitables import awaitable
-from .family import SETTLED
+from .family import OPEN
 from .indexes import PrefixSearchIndex
 from .registry import facades
 from .routers import creator_deleted
@@ -59,8 +59,9 @@ class JobQuerySet(models.QuerySet):
         return self.exclude(status__in=TERMINAL)
 
     def unsettled(self) -> JobQuerySet:
-        """Not settled: as a child, still to be waited for."""
-        return self.exclude(status__in=SETTLED)
+        """Not settled: as a child, still to be waited for (``family.OPEN``, named one by one so
+        that ``durajobs_parent_status`` finds a parent's open children without its settled ones)."""
+        return self.filter(status__in=OPEN)
 
 
 class Job(models.Model):
@@ -216,6 +217,9 @@ class Job(models.Model):
             models.Index(fields=["group_id", "created_at"], name="durajobs_group"),
             models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
             models.Index(fields=["parent", "created_at"], name="durajobs_parent"),
+            # Whether a parent has a child still open, asked as each child settles: an index
+            # lookup, however many of its children have settled (store/family.py).
+            models.Index(fields=["parent", "status"], name="durajobs_parent_status"),
             models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
             # Fair shares: the next key with a due job, in key order, and its most urgent job, in
             # claim order (store/fairness.py).

@@ -29,7 +29,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from .. import store
-from ..engine.describe import open_question, resuming_reason, version_warning
+from ..engine.describe import open_question, version_warning, waiting_for
 from ..family import overall
 from ..models import Job
 from ..status import TERMINAL, Status
@@ -382,13 +382,8 @@ class JobAdmin(JobActionsMixin, RerunMixin, ConsoleMixin, JobPageMixin, admin.Mo
 
     @admin.display(description=_("waiting for / error"))
     def reason(self, job: Job) -> str:
-        waiting_for = (
-            job.wait_reason
-            or resuming_reason(job)
-            or getattr(job, "held_back_reason", None)
-            or open_question(job)
-        )
-        text = job.error if job.status == Status.FAILED else (waiting_for or job.error)
+        shown = waiting_for(job, getattr(job, "family", None), getattr(job, "held_back_reason", None))
+        text = job.error if job.status == Status.FAILED else (shown or open_question(job) or job.error)
         return Truncator(text).chars(80) if text else ""
 
     @admin.display(description=_("subject"), ordering="subject_id")
@@ -404,9 +399,10 @@ class JobAdmin(JobActionsMixin, RerunMixin, ConsoleMixin, JobPageMixin, admin.Mo
 
     @admin.display(description=_("wait reason"))
     def shown_wait_reason(self, job: Job) -> str:
-        """The reason the job stored, that it resumes after an interruption, or the limit that holds
-        it back now."""
-        return job.wait_reason or resuming_reason(job) or store.held_back_reason(job) or ""
+        """The reason the job gave (a parent waiting for its children: how many are open now), that it
+        resumes after an interruption, or the limit that holds it back now."""
+        children = store.children_counts([job.pk]).get(job.pk) if job.waits_for_children else None
+        return waiting_for(job, children, None) or store.held_back_reason(job) or ""
 
     @admin.display(description=_("waits for event"))
     def awaited_event(self, job: Job) -> str:

@@ -6,7 +6,7 @@ values that makes no query; ``children_summary()`` likewise of ``store.children_
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from functools import cache, partial
 from typing import Any
@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from ..conf import get_setting
-from ..family import overall
+from ..family import overall, shown_wait_reason
 from ..models import Job, JobStep
 from ..redaction import redact
 from ..registry import has_revert
@@ -31,6 +31,7 @@ from ..status import (
 from ..store import (
     JobView,
     LiveView,
+    children_counts,
     children_of,
     database_now,
     held_back_reasons,
@@ -88,7 +89,14 @@ def resuming_reason(job: Job) -> str | None:
     return _("Resuming after its worker stopped")
 
 
-def _eta_unknown_reason(job: Job, now: datetime) -> str | None:
+def waiting_for(job: Job, children: Mapping[str, int] | None, held_back: str | None) -> str | None:
+    """What a screen shows the job waits for: what it said (a parent waiting for its children, by
+    ``children``: how many in each status as read with it, ``family.shown_wait_reason``), that it
+    resumes after an interruption, or the limit that holds it back now (``held_back``)."""
+    return shown_wait_reason(job, children) or resuming_reason(job) or held_back
+
+
+def _eta_unknown_reason(job: Job, now: datetime, children: Mapping[str, int] | None) -> str | None:
     if job.eta_at:
         return None
     if job.status in TERMINAL:
@@ -110,7 +118,9 @@ def _eta_unknown_reason(job: Job, now: datetime) -> str | None:
     if job.status == Status.PAUSED:
         return _("Paused until an operator resumes it.")
     if job.status in WAITING:
-        return _("Depends on an outside event: %(reason)s") % {"reason": job.wait_reason or job.status}
+        return _("Depends on an outside event: %(reason)s") % {
+            "reason": shown_wait_reason(job, children) or job.status
+        }
     return _("The job has not reported an ETA.")
 
 
@@ -122,9 +132,11 @@ def is_stale(job: Job, now: datetime) -> bool:
     return now - job.locked_at > timedelta(seconds=get_setting("LEASE_SECONDS"))
 
 
-def _facts(job: Job, steps_done: int, steps_total: int, now: datetime) -> dict[str, Any]:
+def _facts(
+    job: Job, steps_done: int, steps_total: int, now: datetime, children: Mapping[str, int] | None
+) -> dict[str, Any]:
     """What a screen shows of the job's own row, in ``describe()``'s order up to its steps; ``now``
-    on the application's clock."""
+    on the application's clock, ``children``: how many in each status (None if not read)."""
     return {
         "id": job.pk,
         "kind": job.kind,
@@ -137,7 +149,7 @@ def _facts(job: Job, steps_done: int, steps_total: int, now: datetime) -> dict[s
         "max_attempts": job.max_attempts,
         "next_run_at": _iso(job.next_run_at),
         "eta_at": _iso(job.eta_at),
-        "eta_unknown_reason": _eta_unknown_reason(job, now),
+        "eta_unknown_reason": _eta_unknown_reason(job, now, children),
         "created_at": _iso(job.created_at),
         "updated_at": _iso(job.updated_at),
         "started_at": _iso(job.started_at),
@@ -165,12 +177,15 @@ def _checks(job: Job) -> dict[str, Any] | None:
     }
 
 
-def _outcome(job: Job, held_back: str | None, database_clock: datetime) -> dict[str, Any]:
+def _outcome(
+    job: Job, held_back: str | None, database_clock: datetime, children: Mapping[str, int] | None
+) -> dict[str, Any]:
     """What a screen shows of the job's wait, question, error and allowed operations; ``held_back``:
-    why a limit holds it back, ``database_clock``: the database's now, which judges its lease."""
+    why a limit holds it back, ``database_clock``: the database's now, which judges its lease,
+    ``children``: how many in each status (None if not read)."""
     can = partial(allows, phase=job.phase, status=job.status)
     return {
-        "wait_reason": job.wait_reason or resuming_reason(job) or held_back,
+        "wait_reason": waiting_for(job, children, held_back),
         "wait_checks": _checks(job),
         "user_message": open_question(job),
         "actions": redact(job.actions) if job.status == Status.NEEDS_USER else None,
@@ -197,15 +212,20 @@ def row_summaries(jobs: list[Job]) -> list[dict[str, Any]]:
     """``describe()``'s keys of each job's own row, for a list of jobs: no steps, log, result or
     children; the progress follows the steps, counted for all the jobs in one query. Each ``job``
     as read (annotated with ``database_now``, its staleness costs no query); what holds them back
-    is counted once for all."""
+    is counted once for all, and so are the children of those that wait for theirs (their wait
+    reason says how many are open)."""
     counts = step_counts([job.pk for job in jobs])
     held = held_back_reasons(jobs)
+    parents = [job.pk for job in jobs if job.waits_for_children]
+    families = children_counts(parents) if parents else {}
     now = timezone.now()
     read_now = cache(database_now)  # read once, if a job was read without it
     return [
         {
-            **_facts(job, *counts.get((job.pk, job.phase), (0, 0)), now),
-            **_outcome(job, held.get(job.pk), getattr(job, "database_now", None) or read_now()),
+            **_facts(job, *counts.get((job.pk, job.phase), (0, 0)), now, families.get(job.pk)),
+            **_outcome(
+                job, held.get(job.pk), getattr(job, "database_now", None) or read_now(), families.get(job.pk)
+            ),
         }
         for job in jobs
     ]
@@ -233,13 +253,14 @@ def describe_view(view: JobView) -> dict[str, Any]:
     current = next((i for i in active if steps[i].position == position), None)
     following = active[active.index(current) + 1] if current is not None and current != active[-1] else None
     done = sum(1 for i in active if steps[i].state == StepState.DONE)
+    children = Counter(child.status for child in view.children)
     return {
-        **_facts(job, done, len(active), view.now),
+        **_facts(job, done, len(active), view.now, children),
         "current_step": dict(summaries[current]) if current is not None else None,
         "completed_steps": [dict(summaries[i]) for i in active if steps[i].state == StepState.DONE],
         "next_step": dict(summaries[following]) if following is not None else None,
         "steps": summaries,
-        **_outcome(job, view.held_back, view.database_now),
+        **_outcome(job, view.held_back, view.database_now, children),
         "result": redact(job.result),
         "log": [{"at": _iso(entry.at), "line": entry.line} for entry in view.log],
         "children": family_summary(view.children) if view.children else None,
@@ -273,12 +294,12 @@ def live_summary_view(view: LiveView) -> dict[str, Any]:
     job, counts = view.job, view.children
     total = sum(counts.values())
     return {
-        **_facts(job, view.completed, view.steps_total, view.now),
+        **_facts(job, view.completed, view.steps_total, view.now, counts),
         "current_step": step_summary(view.current, job.status) if view.current else None,
         "completed_steps": [step_summary(step, job.status) for step in view.recent],
         "completed_count": view.completed,
         "next_step": step_summary(view.following, job.status) if view.following else None,
-        **_outcome(job, view.held_back, view.database_now),
+        **_outcome(job, view.held_back, view.database_now, counts),
         "children": {"total": total, "by_status": dict(counts), "overall": overall(counts)}
         if total
         else None,

@@ -44,13 +44,18 @@ def open_children(parent_id: int) -> tuple[int, int]:
     return still_open(counts), sum(counts.values())
 
 
+def settled_parents() -> QuerySet[Job]:
+    """Parents waiting for their children with none open: to wake. Whether a parent has an open
+    child is one lookup in ``durajobs_parent_status``, however many of its children settled."""
+    open_child = Job.objects.unsettled().filter(parent_id=OuterRef("pk"))
+    return Job.objects.filter(waits_for_children=True, status__in=sources(Trigger.CHILDREN_SETTLED)).exclude(
+        Exists(open_child)
+    )
+
+
 def forgotten_parents(limit: int) -> list[int]:
     """Parents waiting for their children with none open: their wake-up may have been missed."""
-    open_child = Job.objects.unsettled().filter(parent_id=OuterRef("pk"))
-    forgotten = Job.objects.filter(
-        waits_for_children=True, status__in=sources(Trigger.CHILDREN_SETTLED)
-    ).exclude(Exists(open_child))
-    return list(forgotten.values_list("pk", flat=True)[:limit])
+    return list(settled_parents().values_list("pk", flat=True)[:limit])
 
 
 def children_listed(parent_id: int) -> QuerySet[Job]:

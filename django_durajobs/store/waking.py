@@ -27,7 +27,7 @@ from ..models import Event, Job, JobStep
 from ..status import Phase, Status, StepState
 from ..transitions import Trigger, allows, sources, transition
 from . import changes, events  # cycles (a change there may wake a job here): imported whole
-from .family import children_counts, forgotten_parents
+from .family import children_counts, forgotten_parents, settled_parents
 from .log import append_log
 
 logger = logging.getLogger("django_durajobs")
@@ -86,20 +86,19 @@ def wake_parent(parent_id: int) -> bool:
 
     Each child calls this after its own change committed, so the last one to settle sees the
     others settled; two settling at once may both try, and the update conditional on
-    ``waits_for_children`` lets exactly one succeed.
+    ``waits_for_children`` lets exactly one succeed. While a child is open this is one indexed
+    statement, however many children settled: the parent's row is left as it is (the screens
+    count its children as they show it, ``family.shown_wait_reason``); the one that wakes it
+    counts them once, for its log line.
     """
-    parent = Job.objects.filter(pk=parent_id, waits_for_children=True).first()
-    if parent is None or not allows(Trigger.CHILDREN_SETTLED, parent.phase, parent.status):
+    parent = settled_parents().filter(pk=parent_id).first()
+    if parent is None:
         return False
     counts = children_counts([parent_id]).get(parent_id, Counter())
-    total = sum(counts.values())
-    woken = family.parent_woken(parent.phase, parent.status, counts)
+    woken = family.parent_woken(parent.phase, parent.status, counts)  # a child may be open again
     if woken is None:
-        Job.objects.filter(pk=parent_id, waits_for_children=True).update(
-            wait_reason=family.wait_reason(family.still_open(counts), total)
-        )
         return False
-    line = family.settled_line(parent.phase, total)
+    line = family.settled_line(parent.phase, sum(counts.values()))
     woke = changes.change_status(parent, woken.values(timezone.now()), line, waits_for_children=True)
     if woke and parent.status == Status.REVERTING:
         changes.notify_due(parent.queue)

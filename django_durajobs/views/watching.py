@@ -53,7 +53,8 @@ SHOWN_COLUMNS = (
 
 def job_versions(ids: list[int]) -> dict[int, str]:
     """A short text per job that changes whenever what ``describe()`` shows of it changes (its
-    row, a step's state, a new log line): three grouped queries however many jobs."""
+    row, a step's state, a new log line, a child's status, which also says how many children a
+    waiting parent waits for): four grouped queries however many jobs."""
     parts: dict[int, list[Any]] = {
         pk: list(values) for pk, *values in Job.objects.filter(pk__in=ids).values_list("pk", *SHOWN_COLUMNS)
     }
@@ -63,6 +64,9 @@ def job_versions(ids: list[int]) -> dict[int, str]:
     lines = JobLog.objects.filter(job_id__in=ids).values_list("job_id").annotate(Max("id")).order_by()
     for job_id, last_line in lines:
         parts[job_id].append(last_line)
+    children = Job.objects.filter(parent_id__in=ids).values_list("parent_id", "status")
+    for parent_id, status, number in children.annotate(Count("id")).order_by("parent_id", "status"):
+        parts[parent_id].append((status, number))
     return {
         pk: hashlib.blake2b(repr(values).encode(), digest_size=8).hexdigest() for pk, values in parts.items()
     }

@@ -240,7 +240,7 @@ def test_a_family_of_only_cancelled_children_is_failed_and_wakes_its_parent():
     cancel(first)
     cancel(second)
     assert fresh(parent).status == Status.AWAITING_EXTERNAL
-    assert fresh(parent).wait_reason == "Waiting for 1 of 3 child jobs"
+    assert describe(parent)["wait_reason"] == "Waiting for 1 of 3 child jobs"
     cancel(third)
 
     summary = children_summary(parent)
@@ -284,11 +284,11 @@ def test_fan_out_and_in_fails_the_parent_on_a_partial_result():
     assert children_summary(parent)["overall"] == "running"
 
     assert drain(max_jobs=1) == 1  # the first child
-    assert fresh(parent).wait_reason == "Waiting for 3 of 4 child jobs"
+    assert describe(parent)["wait_reason"] == "Waiting for 3 of 4 child jobs"
     assert fresh(parent).status == Status.AWAITING_EXTERNAL
     assert drain(max_jobs=2) == 2  # the next two: one still open
     assert fresh(parent).status == Status.AWAITING_EXTERNAL
-    assert fresh(parent).wait_reason == "Waiting for 1 of 4 child jobs"
+    assert describe(parent)["wait_reason"] == "Waiting for 1 of 4 child jobs"
 
     assert drain() == 2  # the last child, then the woken parent
     parent = fresh(parent)
@@ -355,7 +355,7 @@ def test_a_parent_resumed_by_hand_while_children_are_open_waits_again():
     parent = fan_out([{}, {}], on_partial="fail", priority=10)  # runs before its children
     assert drain(max_jobs=1) == 1
     cancel(children_of(parent)[0])
-    assert fresh(parent).wait_reason == "Waiting for 1 of 2 child jobs"
+    assert describe(parent)["wait_reason"] == "Waiting for 1 of 2 child jobs"
 
     resume(parent)
     assert fresh(parent).waits_for_children is False
