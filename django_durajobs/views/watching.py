@@ -28,6 +28,7 @@ from ..engine.describe import describe
 from ..errors import JobError
 from ..models import Job, JobLog, JobStep
 from ..redaction import package_logger
+from ..store import children_counts
 from .listening import Listener, announces_changes
 
 logger = package_logger("django_durajobs.streams")
@@ -64,9 +65,8 @@ def job_versions(ids: list[int]) -> dict[int, str]:
     lines = JobLog.objects.filter(job_id__in=ids).values_list("job_id").annotate(Max("id")).order_by()
     for job_id, last_line in lines:
         parts[job_id].append(last_line)
-    children = Job.objects.filter(parent_id__in=ids).values_list("parent_id", "status")
-    for parent_id, status, number in children.annotate(Count("id")).order_by("parent_id", "status"):
-        parts[parent_id].append((status, number))
+    for parent_id, children in children_counts(ids).items():
+        parts[parent_id].append(sorted(children.items()))
     return {
         pk: hashlib.blake2b(repr(values).encode(), digest_size=8).hexdigest() for pk, values in parts.items()
     }
