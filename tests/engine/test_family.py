@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -76,6 +77,8 @@ def test_the_settled_statuses_are_the_ended_ones_and_a_question_nobody_answered(
         "reverted",
     }
     assert family.still_open({"done": 4, "failed": 2, "running": 3, "queued": 1}) == 4
+    # What a lookup of a parent's open children names: every status but the settled ones.
+    assert family.OPEN == {status for status, still_open in open_by_status.items() if still_open}
 
 
 def test_a_retry_of_the_failed_children_queues_those_failed_or_asking_again():
@@ -108,6 +111,14 @@ def test_what_a_waiting_parent_says_and_logs_once_woken():
     assert family.settled_line("revert", 1) == "The 1 child job has settled; its revert goes on."
 
 
+def test_a_parent_waiting_for_its_children_shows_them_as_counted_not_as_it_parked():
+    parked = SimpleNamespace(waits_for_children=True, wait_reason="Waiting for 4 of 4 child jobs")
+    assert family.shown_wait_reason(parked, {"done": 3, "running": 1}) == "Waiting for 1 of 4 child jobs"
+    assert family.shown_wait_reason(parked, None) == "Waiting for 4 of 4 child jobs"  # not counted
+    other = SimpleNamespace(waits_for_children=False, wait_reason="DNS record not visible")
+    assert family.shown_wait_reason(other, {"done": 3, "running": 1}) == "DNS record not visible"
+
+
 # No status set of the family's written out again elsewhere ---------------------------------------
 
 #: The modules that may name the family's statuses one by one: the rules themselves, and the
@@ -116,7 +127,7 @@ RULE_MODULES = {"family", "status", "transitions"}
 #: The family's sets another module could write out again (a set of one status says too little).
 FAMILY_SETS = {
     name: frozenset(str(status) for status in getattr(family, name))
-    for name in ("SETTLED", "SETTLED_UNSUCCESSFULLY", "RETRIED", "CANCELLED_WITH_PARENT")
+    for name in ("SETTLED", "OPEN", "SETTLED_UNSUCCESSFULLY", "RETRIED", "CANCELLED_WITH_PARENT")
 }
 STATUS_VALUES = {status.value for status in Status}
 
