@@ -184,7 +184,7 @@ def test_a_parent_rests_while_a_child_waits_and_runs_on_when_the_clock_wakes_it(
     with clock() as now:
         parent, _ = enqueue("testing_parent", subject={"children": [{}, {"wait_minutes": 10}]})
         waiting = run_job(parent)
-        assert (waiting.status, waiting.wait_reason) == (
+        assert (waiting.status, waiting.describe()["wait_reason"]) == (
             Status.AWAITING_EXTERNAL,
             "Waiting for 1 of 2 child jobs",
         )
