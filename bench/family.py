@@ -5,6 +5,10 @@ whether it was the last one open, and the last wakes the parent. The workload ti
 run and settle (``execute()`` of its claim, the finish and the check included) in a small family
 and in a large one (50 and 500 children in a quick run, 100 and 10,000 in a full one): the
 check should cost as much among 10,000 siblings as among 100.
+
+Both families are in the table together, each in a queue of its own, and their settles are
+interleaved (a small family's child after every hundredth of the large family's), so that a
+busy machine's swings and the table's size weigh on both alike.
 """
 
 from __future__ import annotations
@@ -21,8 +25,7 @@ BATCH = 1000  # children per enqueue_many
 
 def children(bench) -> list[Figure]:
     small, large = bench.sizes.children_small, bench.sizes.children_large
-    small_ms = _settle_ms(bench, small)
-    large_ms = _settle_ms(bench, large)
+    small_ms, large_ms = _settle_ms(bench, small, large)
     return [
         Figure(
             "child_settle_small", f"one child's settle, {small:,} children", small_ms, "ms", note="median"
@@ -39,29 +42,42 @@ def children(bench) -> list[Figure]:
     ]
 
 
-def _settle_ms(bench, count: int) -> float:
-    """The median milliseconds of one child's run and settle, in a family of ``count`` children."""
+def _family(count: int, queue: str) -> Job:
+    """A parent waiting for ``count`` children queued in ``queue``."""
+    parent, _ = enqueue("bench_parent")
+    for first in range(0, count, BATCH):
+        specs = [
+            {"parent": parent.pk, "queue": queue, "subject": {"n": n}}
+            for n in range(first, min(first + BATCH, count))
+        ]
+        enqueue_many("bench_noop0", specs)
+    return parent
+
+
+def _settle_ms(bench, small: int, large: int) -> tuple[float, float]:
+    """The median milliseconds of one child's run and settle in each family."""
     from bench.workloads import WorkloadFailed  # it lists this workload
 
     bench.reset()
-    parent, _ = enqueue("bench_parent")
-    for first in range(0, count, BATCH):
-        specs = [{"parent": parent.pk, "subject": {"n": n}} for n in range(first, min(first + BATCH, count))]
-        enqueue_many("bench_noop0", specs)
+    parents = [_family(small, "small"), _family(large, "large")]
     bench.analyze()
     worker_id = store.new_worker_id("bench")
-    lease = store.claim(worker_id)
-    if lease is None or lease.job.pk != parent.pk:
-        raise WorkloadFailed("the parent was not claimed first")
-    execute(lease)  # it parks, waiting for its children
-    times = []
-    while (lease := store.claim(worker_id)) is not None and lease.job.pk != parent.pk:
+    for parent in parents:  # each parks, waiting for its children
+        lease = store.claim(worker_id, queues=["default"])
+        if lease is None or lease.job.pk != parent.pk:
+            raise WorkloadFailed(f"parent {parent.pk} was not claimed first")
+        execute(lease)
+    times: dict[str, list[float]] = {"small": [], "large": []}
+    every = large // small
+    for number in range(large + small):
+        queue = "small" if number % (every + 1) == every else "large"
+        lease = store.claim(worker_id, queues=[queue])
+        if lease is None:
+            raise WorkloadFailed(f"no child of the {queue} family left to claim")
         start = time.perf_counter()
         execute(lease)
-        times.append((time.perf_counter() - start) * 1000)
-    if lease is None or len(times) != count:
-        raise WorkloadFailed(f"the last of {len(times)} children settled without waking the parent")
-    execute(lease)
-    if Job.objects.filter(status=Status.DONE).count() != count + 1:
-        raise WorkloadFailed("not every job of the family is done")
-    return statistics.median(times)
+        times[queue].append((time.perf_counter() - start) * 1000)
+    woken = Job.objects.filter(pk__in=[parent.pk for parent in parents], status=Status.QUEUED)
+    if woken.count() != 2:
+        raise WorkloadFailed("a family's last child did not wake its parent")
+    return statistics.median(times["small"]), statistics.median(times["large"])
