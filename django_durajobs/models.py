@@ -217,8 +217,7 @@ class Job(models.Model):
             models.Index(fields=["group_id", "created_at"], name="durajobs_group"),
             models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
             models.Index(fields=["parent", "created_at"], name="durajobs_parent"),
-            # Whether a parent has a child still open, asked as each child settles: an index
-            # lookup, however many of its children have settled (store/family.py).
+            # Whether a parent has a child still open, asked as each child settles (store/family.py).
             models.Index(fields=["parent", "status"], name="durajobs_parent_status"),
             models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
             # Fair shares: the next key with a due job, in key order, and its most urgent job, in
