@@ -69,6 +69,14 @@ class RawQueue:
         self.conn.cursor().executemany(self.insert_sql, [(self.payload(n),) for n in numbers])
         self.commit()
 
+    def insert_returning_ids(self, sql: str, rows: list, table: str) -> list[int]:
+        """``executemany`` of ``rows`` into ``table``, then their new ids, ascending: the ids above
+        the largest before (in the caller's transaction, the only writer)."""
+        [(before,)] = self.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}").fetchall()
+        self.conn.cursor().executemany(sql, rows)
+        found = self.execute(f"SELECT id FROM {table} WHERE id > {self.placeholder} ORDER BY id", (before,))
+        return [pk for (pk,) in found.fetchall()]
+
     def begin(self) -> None:
         self.execute(self.begin_sql)
 
@@ -144,6 +152,16 @@ class PostgresRawQueue(RawQueue):
         from psycopg.types.json import Jsonb
 
         return Jsonb({"n": n})  # what Django hands psycopg for a JSONField
+
+    def insert_returning_ids(self, sql: str, rows: list, table: str) -> list[int]:
+        """``executemany`` with ``RETURNING``, as psycopg does it: a result per row."""
+        cursor = self.conn.cursor()
+        cursor.executemany(f"{sql} RETURNING id", rows, returning=True)
+        ids = []
+        while True:
+            ids.append(cursor.fetchone()[0])
+            if not cursor.nextset():
+                return ids
 
     def begin(self) -> None:
         self.conn.autocommit = False  # psycopg opens the transaction with the next statement

@@ -29,6 +29,7 @@ from django.db import connection
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 
+from bench.bulk import enqueue_in_bulk
 from bench.database import Target, postgres_params, rows_sql
 from bench.fairness import fair_shares
 from bench.family import children
@@ -256,18 +257,6 @@ def enqueue_one_by_one(bench: Bench) -> list[Figure]:
     if Job.objects.count() != count:
         raise WorkloadFailed(f"expected {count} jobs, found {Job.objects.count()}")
     return [Figure("enqueue", "enqueue, one call per job (1-step)", ours, "jobs/s", raw)]
-
-
-def enqueue_in_bulk(bench: Bench) -> list[Figure]:
-    """``enqueue_many()`` in batches against ``executemany`` in batches, one transaction each."""
-    count = bench.sizes.bulk
-    bench.reset()
-    raw = rate(count, timed(lambda: raw_insert_batches(bench.raw, count)))
-    ours = rate(count, timed(lambda: enqueue_batches("bench_noop1", count)))
-    if Job.objects.count() != count:
-        raise WorkloadFailed(f"expected {count} jobs, found {Job.objects.count()}")
-    label = f"bulk enqueue, enqueue_many × {BATCH:,} (1-step)"
-    return [Figure("enqueue_many", label, ours, "jobs/s", raw, note=f"raw: executemany × {BATCH:,}")]
 
 
 def processing(bench: Bench) -> list[Figure]:

@@ -243,18 +243,18 @@ def _insert_in_one_statement(
     as a single value.
     """
     layout = sql.kept(db, ("new job layout",), lambda: NewJobLayout.make(db))
-    texts = [dict(row, subject=json.dumps(row["subject"])) for row in rows]
-    first = texts[0]
+    columns = _columns(rows)
+    columns["subject"] = [json.dumps(subject) for subject in columns["subject"]]
     arrays = tuple(
         attname
-        for attname in ENQUEUED_COLUMNS
-        if len(rows) > 1 and (attname == "subject" or any(row[attname] != first[attname] for row in texts))
+        for attname, values in columns.items()
+        if len(rows) > 1 and (attname == "subject" or not _all_alike(values))
     )
     shape = (arrays, len(definition.steps), len(due_queues))
     statement = sql.statement(db, ("enqueue", *shape), lambda: _insert_sql(db, layout, *shape))
     params: list[Any] = [now] * layout.fixed_values.count("%s")
-    params += [first[attname] for attname in ENQUEUED_COLUMNS if attname not in arrays]
-    params += [[row[attname] for row in texts] for attname in arrays]
+    params += [columns[attname][0] for attname in ENQUEUED_COLUMNS if attname not in arrays]
+    params += [columns[attname] for attname in arrays]
     if definition.steps:
         params += [Phase.RUN, StepState.PENDING]
         for position, (step_id, title) in enumerate(definition.step_rows()):
@@ -265,21 +265,31 @@ def _insert_in_one_statement(
     return _new_jobs(db, layout, inserted if arrays else [inserted], rows, now)
 
 
+def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The rows' values column by column, in the order of ``ENQUEUED_COLUMNS``."""
+    return {attname: [row[attname] for row in rows] for attname in ENQUEUED_COLUMNS}
+
+
+def _all_alike(values: list[Any]) -> bool:
+    """Whether every value equals the first: ``list.count`` compares in C, a thousand jobs at once."""
+    return values.count(values[0]) == len(values)
+
+
 def _new_jobs(
     db: BaseDatabaseWrapper, layout: NewJobLayout, ids: list[int], rows: list[dict[str, Any]], now: datetime
 ) -> list[Job]:
     """The instances of the jobs just inserted with ``ids`` (in the order of ``rows``), built
     as the ORM reads them but without reading them back."""
     positions = layout.positions
-    jobs = []
+    rows_of_values = []
     for pk, row in zip(ids, rows, strict=True):
         values = list(layout.defaults)
         values[positions["id"]] = pk
         values[positions["created_at"]] = values[positions["updated_at"]] = now
         for attname, value in row.items():
             values[positions[attname]] = value
-        jobs.append(Job.from_db(db.alias, positions, values))
-    return jobs
+        rows_of_values.append(values)
+    return sql.instances(db, Job, rows_of_values)
 
 
 def _insert_in_batches(
@@ -298,13 +308,16 @@ def _insert_in_batches(
     for first in range(0, len(rows), size):
         batch = rows[first : first + size]
         job_sql = _rows_statement(db, layout, len(batch))
+        prepared = [  # a column whose values are all alike is prepared once
+            [to_driver(values[0], db)] * len(values)
+            if _all_alike(values)
+            else [to_driver(value, db) for value in values]
+            for to_driver, values in zip(prepare, _columns(batch).values(), strict=True)
+        ]
         params: list[Any] = []
-        for row in batch:
+        for job_values in zip(*prepared, strict=True):
             params += [moment] * moments
-            params += [
-                to_driver(row[attname], db)
-                for to_driver, attname in zip(prepare, ENQUEUED_COLUMNS, strict=True)
-            ]
+            params += job_values
         ids = sorted(pk for (pk,) in sql.fetch(db, job_sql, params))  # new ids grow in insertion order
         jobs += _new_jobs(db, layout, ids, batch, now)
         if declared:

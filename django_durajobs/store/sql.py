@@ -374,15 +374,9 @@ def _converters(db: BaseDatabaseWrapper, model: type[Model]) -> list[tuple[int, 
 
 
 def read_rows(db: BaseDatabaseWrapper, model: type[M], rows: Iterable[Sequence[Any]]) -> list[M]:
-    """Model instances from rows of ``columns(model)``, converted as a queryset would convert them.
-
-    Built as ``Model.__init__`` builds them from a row, without sending ``pre_init`` and
-    ``post_init`` when nothing listens to them for ``model``: a claim reads a row per job.
-    """
+    """Model instances from rows of ``columns(model)``, converted as a queryset would convert them."""
     converters = kept(db, ("converters", model), lambda: _converters(db, model))
-    attnames = kept(db, ("attnames", model), lambda: _attnames(model))
-    plain = not (pre_init.has_listeners(model) or post_init.has_listeners(model))
-    instances = []
+    rows_of_values = []
     for row in rows:
         values = list(row)
         for index, functions, col in converters:
@@ -392,15 +386,26 @@ def read_rows(db: BaseDatabaseWrapper, model: type[M], rows: Iterable[Sequence[A
             for function in functions:
                 value = function(value, col, db)
             values[index] = value
-        if plain:
-            instance = model.__new__(model)
-            state = instance._state = ModelState()
-            state.adding, state.db = False, db.alias
-            instance.__dict__.update(zip(attnames, values, strict=True))
-        else:
-            instance = model.from_db(db.alias, attnames, values)
-        instances.append(instance)
-    return instances
+        rows_of_values.append(values)
+    return instances(db, model, rows_of_values)
+
+
+def instances(db: BaseDatabaseWrapper, model: type[M], rows_of_values: Iterable[list[Any]]) -> list[M]:
+    """Model instances from the values of every concrete field (in field order), as read from the
+    database: built as ``Model.__init__`` builds them, without sending ``pre_init`` and
+    ``post_init`` when nothing listens to them for ``model`` (a claim reads a row per job, an
+    ``enqueue_many`` makes a thousand)."""
+    attnames = kept(db, ("attnames", model), lambda: _attnames(model))
+    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+        return [model.from_db(db.alias, attnames, values) for values in rows_of_values]
+    made = []
+    for values in rows_of_values:
+        instance = model.__new__(model)
+        state = instance._state = ModelState()
+        state.adding, state.db = False, db.alias
+        instance.__dict__.update(zip(attnames, values, strict=True))
+        made.append(instance)
+    return made
 
 
 def _attnames(model: type[Model]) -> tuple[str, ...]:
