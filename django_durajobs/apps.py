@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from importlib import import_module
 from types import ModuleType
+from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -37,10 +38,16 @@ class DurajobsConfig(AppConfig):
 
 def uses_durable_tasks() -> bool:
     """Whether a backend of the ``TASKS`` setting is ``DurableBackend``."""
+    return bool(durable_task_backends())
+
+
+def durable_task_backends() -> list[dict[str, Any]]:
+    """The entries of the ``TASKS`` setting whose backend is ``DurableBackend``."""
     backends = getattr(settings, "TASKS", None)
     if not isinstance(backends, dict):
-        return False
-    return any(
-        isinstance(entry, dict) and str(entry.get("BACKEND", "")).startswith("django_durajobs.tasks")
+        return []
+    return [
+        entry
         for entry in backends.values()
-    )
+        if isinstance(entry, dict) and str(entry.get("BACKEND", "")).startswith("django_durajobs.tasks")
+    ]

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin
 from django.utils.functional import Promise
 
 from .. import registry
+from ..apps import durable_task_backends
 from ..conf import get_setting
 from ..models import Job
 
@@ -90,7 +90,6 @@ def known_queues() -> set[str]:
     queues.update(registry.get_kind(name).queue for name in registry.known_kinds())
     queues.update(get_setting("QUEUE_LIMITS") or {})
     queues.update(get_setting("FAIR_QUEUES") or ())
-    for backend in getattr(settings, "TASKS", {}).values():
-        if str(backend.get("BACKEND", "")).startswith("django_durajobs."):
-            queues.update(backend.get("QUEUES") or ())
+    for backend in durable_task_backends():
+        queues.update(backend.get("QUEUES") or ())
     return {queue for queue in queues if isinstance(queue, str) and queue}

@@ -124,6 +124,7 @@ def test_filters_offer_the_known_and_recent_values_without_reading_the_table(adm
     assert kinds == sorted(kinds)
     queues = filter_links(content, "queue")
     assert {"default", "adhoc", "limited", "fair"} <= set(queues)
+    assert "special" in queues  # a queue of the Tasks backend (tests/settings.py TASKS)
     assert filter_links(content, "actor_type") == ["api", "system", "user"]
     assert ">API</a>" in content and ">System</a>" in content
 
