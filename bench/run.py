@@ -4,6 +4,7 @@
     python bench/run.py --database postgres://postgres@127.0.0.1:5432/postgres
     python bench/run.py --database mysql://root@127.0.0.1:3306/mysql
     python bench/run.py --quick              # every workload, small: a smoke run (CI)
+    python bench/run.py --workload fleet ... # only when named: 1-8 worker processes (bench/fleet.py)
 
 On PostgreSQL and MariaDB/MySQL the URL names the server (and a database to connect to for
 maintenance): the benchmark creates ``durajobs_bench`` there, fresh, and drops it at the end.
@@ -43,7 +44,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="every workload, small (under a minute)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="where to write the figures")
     parser.add_argument(
-        "--workload", action="append", default=[], metavar="NAME", help="only this workload (repeatable)"
+        "--workload",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this workload (repeatable); fleet runs only when named",
     )
     parser.add_argument(
         "--check-targets",
@@ -108,7 +113,13 @@ def run_workloads(args: argparse.Namespace, target: Target) -> tuple[list, dict[
 
     from bench.rawqueue import open_raw_queue
     from bench.targets import missed_by_half
-    from bench.workloads import FULL, QUICK, WORKLOADS, Bench  # imports models: only once Django is set up
+    from bench.workloads import (
+        FULL,
+        QUICK,
+        WHEN_NAMED,
+        WORKLOADS,
+        Bench,
+    )  # imports models: only once Django is set up
 
     raw = open_raw_queue(target)
     raw.create_table()
@@ -121,7 +132,7 @@ def run_workloads(args: argparse.Namespace, target: Target) -> tuple[list, dict[
     try:
         for workload in WORKLOADS:
             name = workload.__name__
-            if args.workload and name not in args.workload:
+            if name not in args.workload and (args.workload or workload in WHEN_NAMED):
                 continue
             print(f"  {name} …", end=" ", flush=True)
             start = time.monotonic()

@@ -33,6 +33,7 @@ from bench.bulk import enqueue_in_bulk
 from bench.database import Target, postgres_params, rows_sql
 from bench.fairness import fair_shares
 from bench.family import children
+from bench.fleet import fleet
 from bench.rawqueue import STEPS_TABLE, TABLE, PostgresRawQueue, RawQueue, open_raw_queue
 from bench.redaction import redaction
 from bench.report import Figure
@@ -566,4 +567,7 @@ WORKLOADS = (
     redaction,
     admin_at_scale,
     children,
+    fleet,
 )
+#: Run only when named (``--workload NAME``): minutes of many processes, not a smoke run's seconds.
+WHEN_NAMED = (fleet,)
