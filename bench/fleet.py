@@ -38,7 +38,7 @@ from django.db.backends.signals import connection_created
 from bench.database import URL_VARIABLE, Target
 from bench.pgstats import Activity, Sampler, database_stats, difference, maintenance, wal_written
 from bench.report import Figure
-from django_durajobs import Job, Status, enqueue_many
+from django_durajobs import Job, Status, enqueue, enqueue_many
 from django_durajobs.models import Worker as WorkerRow
 
 POOLER_VARIABLE = "DURAJOBS_BENCH_POOLER"
@@ -184,6 +184,8 @@ class Cost:
     fpi_bytes: float  # of which full-page images (the first change of a page after a checkpoint)
     rows: float  # rows inserted, updated and deleted
     cpu_ms: float  # the database's backends
+    enqueue_commits: float  # of enqueue(), one call per job
+    enqueue_wal_bytes: float
 
 
 COSTS = (
@@ -194,6 +196,8 @@ COSTS = (
     ("fpi_bytes", "bytes", "of those, full-page images"),
     ("rows", "rows", "rows inserted, updated, deleted (pg_stat_database)"),
     ("cpu_ms", "ms", "CPU of the database's backends"),
+    ("enqueue_commits", "commits", "enqueue(), one call per job: commit records"),
+    ("enqueue_wal_bytes", "bytes", "enqueue(), one call per job: WAL bytes"),
 )
 
 
@@ -240,6 +244,7 @@ def job_cost(bench, steps: int, count: int) -> Cost:
         cursor.execute("SELECT pg_current_wal_flush_lsn()")
         commits, wal, images = wal_written(cursor, oid, start, cursor.fetchone()[0])
     done_rate(count)  # every job done, exactly once
+    enqueue_commits, enqueue_wal = enqueue_cost(bench, steps, count)
     return Cost(
         statements=statements_per_job(bench, steps, min(count, 500)),
         commits=commits / count,
@@ -248,7 +253,24 @@ def job_cost(bench, steps: int, count: int) -> Cost:
         fpi_bytes=images / count,
         rows=stats["rows written"] / count,
         cpu_ms=sampler.activity.database_cpu / count * 1000,
+        enqueue_commits=enqueue_commits / count,
+        enqueue_wal_bytes=enqueue_wal / count,
     )
+
+
+def enqueue_cost(bench, steps: int, count: int) -> tuple[int, int]:
+    """Commit records and WAL bytes of ``count`` calls of ``enqueue()``."""
+    bench.reset()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_current_wal_insert_lsn(), oid FROM pg_database WHERE datname = %s", [bench.target.name]
+        )
+        start, oid = cursor.fetchone()
+        for n in range(count):
+            enqueue(KINDS[steps], subject={"n": n})
+        cursor.execute("SELECT pg_current_wal_flush_lsn()")
+        commits, wal, _ = wal_written(cursor, oid, start, cursor.fetchone()[0])
+    return commits, wal
 
 
 def statements_per_job(bench, steps: int, count: int) -> float:

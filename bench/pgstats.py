@@ -28,7 +28,11 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 SAMPLE_SQL = r"""
 SELECT a.pid, a.state, a.wait_event_type, a.wait_event,
-       CASE WHEN a.wait_event_type = 'Lock' THEN left(regexp_replace(a.query, '\s+', ' ', 'g'), 60) END,
+       CASE WHEN a.wait_event_type = 'Lock' THEN
+           left(regexp_replace(a.query, '\s+', ' ', 'g'), 50) || ' waits for ' || coalesce((
+               SELECT left(regexp_replace(b.query, '\s+', ' ', 'g'), 50) FROM pg_stat_activity b
+               WHERE b.pid = (pg_blocking_pids(a.pid))[1]), '?')
+       END,
        EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted)
 FROM pg_stat_activity a
 WHERE a.datname = %s AND a.backend_type = 'client backend' AND a.pid <> ALL(%s)
@@ -73,7 +77,7 @@ class Activity:
     active: int = 0
     waits: Counter = field(default_factory=Counter)  # wait_event_type of active backends
     events: Counter = field(default_factory=Counter)  # "type:event" of active backends
-    lock_waiters: Counter = field(default_factory=Counter)  # the start of the statements waiting on a Lock
+    lock_waiters: Counter = field(default_factory=Counter)  # statements waiting on a Lock, and for what
     ungranted: int = 0
     max_ungranted: int = 0
     database_cpu: float = 0.0  # seconds, the database's backends
@@ -88,7 +92,8 @@ class Activity:
         return ", ".join(shares) if shares else "none"
 
     def top_lock_waiter(self) -> str:
-        """The statement most often seen waiting on a heavyweight lock, with its share of them."""
+        """The statement most often seen waiting on a heavyweight lock and the one it waited for
+        (the blocking backend's current or last statement), with its share of those waits."""
         if not self.lock_waiters:
             return "none"
         statement, seen = self.lock_waiters.most_common(1)[0]

@@ -130,10 +130,8 @@ def run_workloads(args: argparse.Namespace, target: Target) -> tuple[list, dict[
     print(f"django-durajobs benchmark on {meta['database']}: {run} run, {meta['cpus']} CPUs, load {load}")
     figures, failures = [], {}
     try:
-        for workload in WORKLOADS:
+        for workload in chosen(WORKLOADS, args.workload, WHEN_NAMED):
             name = workload.__name__
-            if name not in args.workload and (args.workload or workload in WHEN_NAMED):
-                continue
             print(f"  {name} …", end=" ", flush=True)
             start = time.monotonic()
             try:
@@ -152,6 +150,13 @@ def run_workloads(args: argparse.Namespace, target: Target) -> tuple[list, dict[
         bench.raw.close()
         connections.close_all()
     return figures, failures, meta
+
+
+def chosen(workloads: tuple, named: list[str], when_named: tuple) -> list:
+    """The workloads named, in their order; none named: all but those run only when named."""
+    if named:
+        return [workload for workload in workloads if workload.__name__ in named]
+    return [workload for workload in workloads if workload not in when_named]
 
 
 def describe_run(args: argparse.Namespace, target: Target, bench) -> dict:
