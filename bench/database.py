@@ -22,6 +22,8 @@ if not BENCH_DATABASE.isidentifier():
 VENDORS = {"postgres": "postgresql", "postgresql": "postgresql", "mysql": "mysql", "sqlite": "sqlite"}
 #: The bench process hands the database to its settings (and to the worker processes it starts) here.
 URL_VARIABLE = "BENCH_DATABASE_URL"
+#: Set: the workers it starts prepare no statements (``DURAJOBS["PREPARED_STATEMENTS"] = False``).
+UNPREPARED_VARIABLE = "BENCH_UNPREPARED"
 
 
 @dataclass(frozen=True)

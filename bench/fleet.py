@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from django.db import connection
 from django.db.backends.signals import connection_created
 
-from bench.database import URL_VARIABLE, Target
+from bench.database import UNPREPARED_VARIABLE, URL_VARIABLE, Target
 from bench.pgstats import Activity, Sampler, database_stats, difference, maintenance, wal_written
 from bench.report import Figure
 from django_durajobs import Job, Status, enqueue, enqueue_many
@@ -46,6 +46,8 @@ HOLD, QUEUE = "fleet_hold", "fleet"
 THREADS = 4
 PROCESSES = (1, 2, 4, 8)
 POOLED_PROCESSES = (1, 8)
+#: The workers straight to the server without prepared statements, as through PgBouncer < 1.21.
+UNPREPARED = "direct, unprepared"
 KINDS = {0: "bench_noop0", 5: "bench_noop5"}
 BATCH = 1000
 
@@ -69,7 +71,7 @@ class Run:
             f"conflicts {self.stats['conflicts']}, rollbacks {self.stats['rollbacks']}"
         )
         return Figure(
-            f"fleet_{steps}_{processes}x{THREADS}_{'pooled' if route != 'direct' else 'direct'}",
+            f"fleet_{steps}_{processes}x{THREADS}_{route.replace(',', '').replace(' ', '_').lower()}",
             f"{steps}-step jobs, {processes} × {THREADS} threads, {route}",
             self.rate,
             "jobs/s",
@@ -86,19 +88,24 @@ def fleet(bench) -> list[Figure]:
     with connection.cursor() as cursor:
         cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
     figures = costs(bench)
-    routes = [("direct", bench.target, PROCESSES)]
+    routes = [
+        Route("direct", bench.target, PROCESSES),
+        Route(UNPREPARED, bench.target, POOLED_PROCESSES, True),
+    ]
     if pooler := os.environ.get(POOLER_VARIABLE):
-        routes.append(("PgBouncer", replace(Target.parse(pooler), name=bench.target.name), POOLED_PROCESSES))
+        routes.append(
+            Route("PgBouncer", replace(Target.parse(pooler), name=bench.target.name), POOLED_PROCESSES)
+        )
     else:
         print(f"(no {POOLER_VARIABLE}: not through PgBouncer)", end=" ", flush=True)
     base: dict[tuple[int, str], float] = {}
     for steps in KINDS:  # the routes interleaved, so that a busy moment weighs on both
         for processes in PROCESSES:
-            for route, target, counts in routes:
-                if processes in counts:
-                    run = scale_run(bench, target, steps, processes)
-                    first = base.setdefault((steps, route), run.rate)
-                    figures.append(run.figure(route, steps, processes, first))
+            for route in routes:
+                if processes in route.processes:
+                    run = scale_run(bench, route, steps, processes)
+                    first = base.setdefault((steps, route.name), run.rate)
+                    figures.append(run.figure(route.name, steps, processes, first))
     return figures
 
 
@@ -126,18 +133,31 @@ def end_other_backends(conn, name: str, ours: list[int]) -> None:
         time.sleep(0.05)
 
 
+@dataclass(frozen=True)
+class Route:
+    """How the workers reach the database: where they connect, and whether they prepare."""
+
+    name: str
+    target: Target
+    processes: tuple[int, ...]
+    unprepared: bool = False
+
+
 @contextmanager
-def workers_at(target: Target) -> Iterator[None]:
-    """Worker processes started in this block connect to ``target``."""
-    saved = os.environ[URL_VARIABLE]
-    os.environ[URL_VARIABLE] = target.url
+def workers_on(route: Route) -> Iterator[None]:
+    """Worker processes started in this block connect as ``route`` says."""
+    saved = dict(os.environ)
+    os.environ[URL_VARIABLE] = route.target.url
+    if route.unprepared:
+        os.environ[UNPREPARED_VARIABLE] = "1"
     try:
         yield
     finally:
-        os.environ[URL_VARIABLE] = saved
+        os.environ.clear()
+        os.environ.update(saved)
 
 
-def scale_run(bench, target: Target, steps: int, processes: int) -> Run:
+def scale_run(bench, route: Route, steps: int, processes: int) -> Run:
     """``processes`` workers at ``THREADS`` run jobs of ``steps`` steps, all starting together."""
     from bench.workloads import done_rate, start_worker, wait_until, wait_worker  # it lists this workload
 
@@ -148,7 +168,7 @@ def scale_run(bench, target: Target, steps: int, processes: int) -> Run:
     name, ours = bench.target.name, own_backends(bench)
     with maintenance(bench.target) as conn:
         end_other_backends(conn, name, ours)
-        with workers_at(target):
+        with workers_on(route):
             options = ("--queue", QUEUE, "--concurrency", str(THREADS), "--poll-interval", "0.1")
             workers = [start_worker(*options) for _ in range(processes)]
         pids = [worker.pid for worker in workers]
@@ -186,6 +206,7 @@ class Cost:
     cpu_ms: float  # the database's backends
     enqueue_commits: float  # of enqueue(), one call per job
     enqueue_wal_bytes: float
+    wal_records: str  # the record types that wrote the most, per job
 
 
 COSTS = (
@@ -220,6 +241,11 @@ def costs(bench) -> list[Figure]:
                 note=f"5-step job: {per_5:.2f}",
             ),
         ]
+    for steps, cost in zip(KINDS, (zero, five), strict=True):
+        label = f"WAL of a {steps}-step job, the largest record types"
+        figures.append(
+            Figure(f"cost_wal_records_{steps}", label, round(cost.wal_bytes), "bytes", note=cost.wal_records)
+        )
     return figures
 
 
@@ -242,15 +268,16 @@ def job_cost(bench, steps: int, count: int) -> Cost:
         stats = difference(before, database_stats(conn, name))
         time.sleep(0.5)  # the last claims commit asynchronously: let the WAL writer flush them
         cursor.execute("SELECT pg_current_wal_flush_lsn()")
-        commits, wal, images = wal_written(cursor, oid, start, cursor.fetchone()[0])
+        wal = wal_written(cursor, oid, start, cursor.fetchone()[0])
     done_rate(count)  # every job done, exactly once
     enqueue_commits, enqueue_wal = enqueue_cost(bench, steps, count)
     return Cost(
         statements=statements_per_job(bench, steps, min(count, 500)),
-        commits=commits / count,
+        commits=wal.commits / count,
         transactions=stats["transactions"] / count,
-        wal_bytes=wal / count,
-        fpi_bytes=images / count,
+        wal_bytes=wal.bytes / count,
+        fpi_bytes=wal.images / count,
+        wal_records=wal.largest(count),
         rows=stats["rows written"] / count,
         cpu_ms=sampler.activity.database_cpu / count * 1000,
         enqueue_commits=enqueue_commits / count,
@@ -269,8 +296,8 @@ def enqueue_cost(bench, steps: int, count: int) -> tuple[int, int]:
         for n in range(count):
             enqueue(KINDS[steps], subject={"n": n})
         cursor.execute("SELECT pg_current_wal_flush_lsn()")
-        commits, wal, _ = wal_written(cursor, oid, start, cursor.fetchone()[0])
-    return commits, wal
+        wal = wal_written(cursor, oid, start, cursor.fetchone()[0])
+    return wal.commits, wal.bytes
 
 
 def statements_per_job(bench, steps: int, count: int) -> float:

@@ -45,10 +45,11 @@ STATS = ("transactions", "rollbacks", "deadlocks", "conflicts", "rows written")
 WAL_SQL = """
 WITH r AS (SELECT * FROM pg_get_wal_records_info(%(start)s, %(end)s)),
 xids AS (SELECT DISTINCT xid::text AS xid FROM r WHERE block_ref ~ %(rel)s AND xid::text <> '0')
-SELECT count(*) FILTER (WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%%'),
-       coalesce(sum(record_length), 0), coalesce(sum(fpi_length), 0)
+SELECT resource_manager || ' ' || split_part(record_type, ' ', 1), count(*), sum(record_length),
+       sum(fpi_length)
 FROM r
 WHERE block_ref ~ %(rel)s OR (resource_manager = 'Transaction' AND xid::text IN (SELECT xid FROM xids))
+GROUP BY 1
 """
 
 
@@ -172,10 +173,31 @@ def difference(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {key: after[key] - before[key] for key in before}
 
 
-def wal_written(cursor, database_oid: int, start: str, end: str) -> tuple[int, int, int]:
-    """Commit records, WAL bytes and the full-page images' bytes among them, of the database
-    ``database_oid`` between ``start`` and ``end`` (``pg_walinspect`` in the current database)."""
+@dataclass
+class Wal:
+    """The WAL records of one database over a stretch, by resource manager and record type."""
+
+    records: dict[str, tuple[int, int]]  # "Heap HOT_UPDATE" -> (records, bytes)
+    images: int  # bytes of full-page images among them
+
+    @property
+    def bytes(self) -> int:
+        return sum(size for _, size in self.records.values())
+
+    @property
+    def commits(self) -> int:
+        return self.records.get("Transaction COMMIT", (0, 0))[0]
+
+    def largest(self, per: int, count: int = 4) -> str:
+        """The ``count`` record types that wrote the most, as records and bytes per ``per``."""
+        ordered = sorted(self.records.items(), key=lambda item: -item[1][1])[:count]
+        return ", ".join(f"{name} {n / per:.1f}× {size / per:.0f} B" for name, (n, size) in ordered)
+
+
+def wal_written(cursor, database_oid: int, start: str, end: str) -> Wal:
+    """The WAL of the database ``database_oid`` between ``start`` and ``end`` (``pg_walinspect``
+    in the current database)."""
     params = {"start": start, "end": end, "rel": f"rel [0-9]+/{int(database_oid)}/"}
     cursor.execute(WAL_SQL, params)
-    commits, total, images = cursor.fetchone()
-    return int(commits), int(total), int(images)
+    rows = cursor.fetchall()
+    return Wal({name: (int(n), int(size)) for name, n, size, _ in rows}, sum(int(fpi) for *_, fpi in rows))

@@ -7,7 +7,7 @@ Only what django-durajobs needs is installed, and the admin, whose job list one 
 
 import os
 
-from bench.database import URL_VARIABLE, Target, django_settings
+from bench.database import UNPREPARED_VARIABLE, URL_VARIABLE, Target, django_settings
 
 SECRET_KEY = "django-durajobs-bench-not-a-secret"
 DEBUG = False  # DEBUG would keep every query in memory
@@ -53,3 +53,7 @@ TEMPLATES = [
 STATIC_URL = "static/"
 
 DATABASES = {"default": django_settings(Target.parse(os.environ[URL_VARIABLE]))}
+# The fleet workload (bench/fleet.py) runs some workers without prepared statements, as they run
+# through PgBouncer: what the pooler's hop costs apart from what losing them costs.
+if os.environ.get(UNPREPARED_VARIABLE):
+    DURAJOBS = {"PREPARED_STATEMENTS": False}
