@@ -12,7 +12,9 @@ time; ``pg_stat_database`` gives the deadlocks, conflicts and rollbacks of the r
 With ``DURAJOBS_BENCH_POOLER`` set to a PgBouncer in transaction mode in front of the same server
 (``scripts/pgbouncer start 6433``, then ``postgres://postgres@127.0.0.1:6433``), 1 and 8 processes
 run through it too, with the default settings (the workers find out themselves that they cannot
-keep prepared statements, and poll as they cannot hear ``NOTIFY`` through it).
+keep prepared statements, and poll as they cannot hear ``NOTIFY`` through it). 1 and 8 processes
+also run straight to the server without prepared statements (``BENCH_UNPREPARED``, read by
+bench/settings.py): what the pooler's hop costs apart from what losing them costs.
 
 **Cost.** One ``runjobs --burst`` at concurrency 1 runs N jobs of 0 and of 5 steps: the WAL of the
 database's own records and its commit records (``pg_walinspect``), ``pg_stat_database``'s
