@@ -34,6 +34,7 @@ from bench.database import Target, postgres_params, rows_sql
 from bench.fairness import fair_shares
 from bench.family import children
 from bench.fleet import fleet
+from bench.pruning import prune_at_scale
 from bench.rawqueue import STEPS_TABLE, TABLE, PostgresRawQueue, RawQueue, open_raw_queue
 from bench.redaction import redaction
 from bench.report import Figure
@@ -61,6 +62,7 @@ class Sizes:
     admin: tuple[int, ...]  # jobs in the table as the admin's changelist is rendered (bench/scale_admin.py)
     children_small: int  # children of a small family
     children_large: int  # children of a large one
+    prune: tuple[int, int]  # finished jobs in the table as prune() deletes them (bench/pruning.py)
 
 
 FULL = Sizes(
@@ -76,6 +78,7 @@ FULL = Sizes(
     admin=(100_000, 1_000_000),
     children_small=100,
     children_large=10_000,
+    prune=(100_000, 1_000_000),
 )
 # A smoke run (CI): every workload, small. RSS is sampled more often so a short run still has
 # samples after warm-up.
@@ -92,6 +95,7 @@ QUICK = Sizes(
     admin=(2_000, 20_000),
     children_small=50,
     children_large=500,
+    prune=(5_000, 20_000),
 )
 
 
@@ -567,6 +571,7 @@ WORKLOADS = (
     redaction,
     admin_at_scale,
     children,
+    prune_at_scale,
     fleet,
 )
 #: Run only when named (``--workload NAME``): minutes of many processes, not a smoke run's seconds.
