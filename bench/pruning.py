@@ -4,8 +4,9 @@ The table is filled with ``INSERT … SELECT`` statements (bench/scale_admin.py'
 jobs done 60 days ago, a tenth of them in families (a parent with four children), each job with
 a step row and a log line, and an event for every hundredth job. After ``ANALYZE``,
 ``prune(timedelta(days=30))`` deletes it all. Its rate is the jobs deleted per second; its memory
-is the peak of Python's allocations while it runs (``tracemalloc``, on while it is timed: the rows
-the driver reads become Python objects, so they count). Flat costs: the large size's rate is the
+is the peak of Python's allocations while it runs (``tracemalloc``, in a second prune of the same
+fill: tracing slows what it watches; the rows the driver reads become Python objects, so they
+count). Flat costs: the large size's rate is the
 small one's, and so is its memory.
 """
 
@@ -31,28 +32,38 @@ AGE = timedelta(days=60)  # how long ago the jobs ended; prune() takes what ende
 
 
 def prune_at_scale(bench) -> list[Figure]:
-    """``prune()``'s rate and memory at each of ``bench.sizes.prune``."""
-    from bench.workloads import WorkloadFailed  # it lists this workload
-
+    """``prune()``'s rate and memory at each of ``bench.sizes.prune``: the rate untraced, the memory
+    in a second prune of the same fill with ``tracemalloc`` on (it slows what it watches)."""
     measured = []
     for size in bench.sizes.prune:
-        bench.reset()
-        fill(size)
-        bench.analyze()
+        seconds = pruned(bench, size)
         tracemalloc.start()
         try:
-            start = time.perf_counter()
-            result = prune(timedelta(days=30))
-            seconds = time.perf_counter() - start
+            pruned(bench, size)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        left = Job.objects.count() + JobStep.objects.count() + JobLog.objects.count() + Event.objects.count()
-        if result.jobs != size or result.rows[JobStep._meta.label] != size or left:
-            raise WorkloadFailed(f"prune() of {size:,} jobs: {result}, {left} rows left")
         measured.append((size, size / seconds, peak / 2**20))
     bench.reset()
     return figures(measured)
+
+
+def pruned(bench, size: int) -> float:
+    """Seconds ``prune()`` takes to delete ``size`` jobs filled and analyzed before it."""
+    from bench.workloads import WorkloadFailed  # it lists this workload
+
+    bench.reset()
+    fill(size)
+    bench.analyze()
+    if tracemalloc.is_tracing():
+        tracemalloc.reset_peak()
+    start = time.perf_counter()
+    result = prune(timedelta(days=30))
+    seconds = time.perf_counter() - start
+    left = Job.objects.count() + JobStep.objects.count() + JobLog.objects.count() + Event.objects.count()
+    if result.jobs != size or result.rows[JobStep._meta.label] != size or left:
+        raise WorkloadFailed(f"prune() of {size:,} jobs: {result}, {left} rows left")
+    return seconds
 
 
 def figures(measured: list[tuple[int, float, float]]) -> list[Figure]:

@@ -6,8 +6,13 @@ from collections import Counter
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db.models import Exists, OuterRef
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import CASCADE, DO_NOTHING, SET_NULL, Exists, Field, Model, OuterRef
+from django.db.models.deletion import Collector, get_candidate_relations_to_delete
+from django.db.models.signals import post_delete, pre_delete
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -19,6 +24,9 @@ from . import sql
 
 #: The most root jobs one batch reads, decides and deletes together.
 MAX_BATCH = 10_000
+
+#: Job ids by generation: the roots, their children, the children's children…
+Levels = list[list[int]]
 
 
 @dataclass
@@ -65,15 +73,16 @@ def prune(
             % {"limit": f"{MAX_BATCH:,}", "value": short_repr(batch)},
         )
     result = PruneResult()
+    db = sql.database()
     for ids in _old_roots(cutoff, _checked_statuses(statuses), kinds, batch):
-        members = family_members(ids, cutoff)
-        deletable = [pk for pk in ids if members.get(pk, (0, False))[1] is False]
-        result.kept += len(ids) - len(deletable)
-        result.families += len(deletable)
-        if dry_run:
-            result.jobs += sum(1 + members.get(pk, (0, False))[0] for pk in deletable)
-        elif deletable:
-            result.rows.update(delete_jobs(deletable))
+        with transaction.atomic(using=db.alias):
+            levels, blocked = _families(db, ids, cutoff)
+            result.kept += len(blocked)
+            result.families += len(levels[0])
+            if dry_run:
+                result.jobs += sum(map(len, levels))
+            elif levels[0]:
+                result.rows.update(_delete(db, levels))
     if not dry_run:
         result.jobs = result.rows[Job._meta.label]
         forget_unused_limit_keys()
@@ -121,27 +130,70 @@ def _old_roots(
         last = ids[-1]
 
 
-def family_members(root_ids: list[int], cutoff: datetime) -> dict[int, tuple[int, bool]]:
-    """For each of ``root_ids`` with descendants: ``(how many, whether one has not ended before
-    cutoff)``, at any depth, in one recursive query (``WITH RECURSIVE``: every supported database)."""
-    if not root_ids:
-        return {}
-    db = sql.database()
-    job, quote = sql.table(db, Job), db.ops.quote_name
-    pk, parent, ended, status = (quote(name) for name in ("id", "parent_id", "ended_at", "status"))
+def _families(db: BaseDatabaseWrapper, root_ids: list[int], cutoff: datetime) -> tuple[Levels, set[int]]:
+    """The families of ``root_ids`` that go, by depth (the roots first), and the roots that stay:
+    those with a member that has not ended before ``cutoff``."""
+    root_of = {pk: pk for pk in root_ids}
+    blocked: set[int] = set()
+    found: Levels = []
+    for rows in _descendants(db, root_ids, cutoff):
+        found.append([])
+        for pk, parent, old in rows:
+            root_of[pk] = root = root_of[parent]
+            found[-1].append(pk)
+            if not old:
+                blocked.add(root)
+    levels = [[pk for pk in root_ids if pk not in blocked]]
+    levels += [[pk for pk in level if root_of[pk] not in blocked] for level in found]
+    return levels, blocked
+
+
+def _descendants(
+    db: BaseDatabaseWrapper, parent_ids: list[int], cutoff: datetime | None
+) -> Iterator[list[tuple[int, int, bool]]]:
+    """The children of ``parent_ids``, then theirs, a generation at a time: ``(id, parent id,
+    whether it ended before cutoff)`` each. A statement per generation reads an index on the
+    parent; a recursive query would have the planner guess at its size and may scan the table."""
+    quote, job = db.ops.quote_name, sql.table(db, Job)
     finished = ", ".join(["%s"] * len(TERMINAL))
-    text = (
-        f"WITH RECURSIVE member (root_id, id) AS ("
-        f" SELECT {parent}, {pk} FROM {job} WHERE {parent} IN ({', '.join(['%s'] * len(root_ids))})"
-        f" UNION ALL SELECT member.root_id, {job}.{pk} FROM {job} JOIN member ON {job}.{parent} = member.id)"
-        f" SELECT member.root_id, COUNT(*), SUM(CASE WHEN {job}.{status} IN ({finished})"
-        f" AND {job}.{ended} < %s THEN 0 ELSE 1 END)"
-        f" FROM member JOIN {job} ON {job}.{pk} = member.id GROUP BY member.root_id"
+    ended = (
+        f"CASE WHEN {quote('status')} IN ({finished}) AND {quote('ended_at')} < %s THEN 1 ELSE 0 END"
+        if cutoff is not None
+        else "1"
     )
-    params = [*root_ids, *sorted(TERMINAL), sql.prepared_datetime(db, cutoff)]
+    params = [*sorted(TERMINAL), sql.prepared_datetime(db, cutoff)] if cutoff is not None else []
+    text = f"SELECT {quote('id')}, {quote('parent_id')}, {ended} FROM {job} WHERE "
+    while parent_ids:
+        rows = [
+            (pk, parent, bool(old)) for pk, parent, old in _read_in(db, text, params, "parent_id", parent_ids)
+        ]
+        if rows:
+            yield rows
+        parent_ids = [pk for pk, _parent, _old in rows]
+
+
+def _read_in(
+    db: BaseDatabaseWrapper, text: str, params: list[Any], column: str, ids: list[int]
+) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
     with db.cursor() as cursor:
-        cursor.execute(text, params)
-        return {root: (int(count), bool(blocking)) for root, count, blocking in cursor.fetchall()}
+        for condition, values in _in(db, column, ids):
+            cursor.execute(text + condition, [*params, *values])
+            rows += cursor.fetchall()
+    return rows
+
+
+def _in(db: BaseDatabaseWrapper, column: str, ids: list[int]) -> Iterator[tuple[str, list[Any]]]:
+    """``column`` is one of ``ids``: on PostgreSQL one array parameter (``= ANY``), elsewhere an
+    ``IN`` list, in as many statements as the database's limit on parameters takes."""
+    quoted = db.ops.quote_name(column)
+    if db.vendor == "postgresql":
+        yield f"{quoted} = ANY(%s)", [ids]
+        return
+    size = min(db.features.max_query_params or MAX_BATCH, MAX_BATCH) - 10
+    for first in range(0, len(ids), size):
+        chunk = ids[first : first + size]
+        yield f"{quoted} IN ({', '.join(['%s'] * len(chunk))})", chunk
 
 
 def forget_unused_limit_keys() -> int:
@@ -152,10 +204,66 @@ def forget_unused_limit_keys() -> int:
 
 
 def delete_jobs(job_ids: list[int]) -> dict[str, int]:
-    """Delete jobs with their steps, their log and their children (read by id alone); returns the
-    rows deleted by model label."""
-    _total, by_model = Job.objects.filter(pk__in=job_ids).only("id").delete()
-    return by_model
+    """Delete jobs with their steps, their log and their descendants (read by id alone); returns
+    the rows deleted by model label."""
+    db = sql.database()
+    with transaction.atomic(using=db.alias):
+        depth = dict.fromkeys(job_ids, 0)
+        for generation, rows in enumerate(_descendants(db, job_ids, None), start=1):
+            depth.update(
+                (pk, generation) for pk, _parent, _old in rows
+            )  # a child of another job here goes deeper
+        levels: Levels = [[] for _ in range(max(depth.values(), default=0) + 1)]
+        for pk, generation in depth.items():
+            levels[generation].append(pk)
+        return _delete(db, levels) if job_ids else {}
+
+
+def _delete(db: BaseDatabaseWrapper, levels: Levels) -> Counter[str]:
+    """Delete the jobs of ``levels`` (each a generation, the parents first) and what points at them,
+    a statement per relation: the deepest generation goes first, so no job outlives its parent even
+    where foreign keys are checked row by row (MariaDB/MySQL). Where a relation to jobs asks for
+    more than a plain delete or ``SET NULL`` (a model of the project's own, signal receivers), it is
+    Django's deletion, which reads the rows."""
+    ids = [pk for level in levels for pk in level]
+    relations = _relations(db.alias)
+    if relations is None:
+        _total, by_model = Job._base_manager.using(db.alias).filter(pk__in=ids).delete()
+        return Counter(by_model)
+    deleted: Counter[str] = Counter()
+    with db.cursor() as cursor:
+        for model, field, cascade in relations:
+            table, column = db.ops.quote_name(model._meta.db_table), db.ops.quote_name(field.column)
+            change = f"DELETE FROM {table}" if cascade else f"UPDATE {table} SET {column} = NULL"
+            for condition, values in _in(db, field.column, ids):
+                cursor.execute(f"{change} WHERE {condition}", values)
+                if cascade:
+                    deleted[model._meta.label] += cursor.rowcount
+        for level in reversed(levels):
+            for condition, values in _in(db, "id", level):
+                cursor.execute(f"DELETE FROM {sql.table(db, Job)} WHERE {condition}", values)
+                deleted[Job._meta.label] += cursor.rowcount
+    return deleted
+
+
+def _relations(alias: str) -> list[tuple[type[Model], Field[Any, Any], bool]] | None:
+    """The relations to jobs other than a child's to its parent: ``(model, its field, whether its
+    rows are deleted)`` (``SET NULL`` otherwise), or None when one needs Django's deletion."""
+    if pre_delete.has_listeners(Job) or post_delete.has_listeners(Job):
+        return None
+    collector = Collector(using=alias)
+    relations = []
+    for relation in get_candidate_relations_to_delete(Job._meta):
+        field, on_delete = relation.field, relation.on_delete
+        if field.model is Job and field.name == "parent" or on_delete is DO_NOTHING:
+            continue
+        if on_delete is CASCADE and collector.can_fast_delete(relation.related_model):
+            relations.append((relation.related_model, field, True))
+        elif on_delete is SET_NULL:
+            relations.append((relation.related_model, field, False))
+        else:
+            return None
+    return relations
 
 
 def prune_events(cutoff: datetime) -> int:
