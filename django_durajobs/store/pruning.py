@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import CASCADE, DO_NOTHING, SET_NULL, Exists, Field, Model, OuterRef
-from django.db.models.deletion import Collector, get_candidate_relations_to_delete
+from django.db.models import CASCADE, DO_NOTHING, SET_NULL, Exists, OuterRef
+from django.db.models.deletion import Collector
 from django.db.models.signals import post_delete, pre_delete
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -24,6 +24,10 @@ from . import sql
 
 #: The most root jobs one batch reads, decides and deletes together.
 MAX_BATCH = 10_000
+
+#: Parent ids within this many times their number of each other are read as one range of the
+#: index on the parent.
+DENSE = 4
 
 #: Job ids by generation: the roots, their children, the children's children…
 Levels = list[list[int]]
@@ -164,23 +168,29 @@ def _descendants(
     params = [*sorted(TERMINAL), sql.prepared_datetime(db, cutoff)] if cutoff is not None else []
     text = f"SELECT {quote('id')}, {quote('parent_id')}, {ended} FROM {job} WHERE "
     while parent_ids:
-        rows = [
-            (pk, parent, bool(old)) for pk, parent, old in _read_in(db, text, params, "parent_id", parent_ids)
-        ]
+        rows = [(pk, parent, bool(old)) for pk, parent, old in _children(db, text, params, parent_ids)]
         if rows:
             yield rows
         parent_ids = [pk for pk, _parent, _old in rows]
 
 
-def _read_in(
-    db: BaseDatabaseWrapper, text: str, params: list[Any], column: str, ids: list[int]
+def _children(
+    db: BaseDatabaseWrapper, text: str, params: list[Any], parent_ids: list[int]
 ) -> list[tuple[Any, ...]]:
-    rows: list[tuple[Any, ...]] = []
+    """The rows ``text`` reads for the children of ``parent_ids``. Ids close together (a batch of
+    roots read by id) are one range of the index on the parent, the rows of other parents in it
+    left out; others are looked up one by one."""
+    low, high = min(parent_ids), max(parent_ids)
     with db.cursor() as cursor:
-        for condition, values in _in(db, column, ids):
+        if high - low < DENSE * len(parent_ids):
+            cursor.execute(f"{text}{db.ops.quote_name('parent_id')} BETWEEN %s AND %s", [*params, low, high])
+            wanted = set(parent_ids)
+            return [row for row in cursor.fetchall() if row[1] in wanted]
+        rows: list[tuple[Any, ...]] = []
+        for condition, values in _in(db, "parent_id", parent_ids):
             cursor.execute(text + condition, [*params, *values])
             rows += cursor.fetchall()
-    return rows
+        return rows
 
 
 def _in(db: BaseDatabaseWrapper, column: str, ids: list[int]) -> Iterator[tuple[str, list[Any]]]:
@@ -232,13 +242,17 @@ def _delete(db: BaseDatabaseWrapper, levels: Levels) -> Counter[str]:
         return Counter(by_model)
     deleted: Counter[str] = Counter()
     with db.cursor() as cursor:
-        for model, field, cascade in relations:
-            table, column = db.ops.quote_name(model._meta.db_table), db.ops.quote_name(field.column)
-            change = f"DELETE FROM {table}" if cascade else f"UPDATE {table} SET {column} = NULL"
-            for condition, values in _in(db, field.column, ids):
+        for label, table, column, cascade in relations:
+            quoted = db.ops.quote_name(table)
+            change = (
+                f"DELETE FROM {quoted}"
+                if cascade
+                else f"UPDATE {quoted} SET {db.ops.quote_name(column)} = NULL"
+            )
+            for condition, values in _in(db, column, ids):
                 cursor.execute(f"{change} WHERE {condition}", values)
                 if cascade:
-                    deleted[model._meta.label] += cursor.rowcount
+                    deleted[label] += cursor.rowcount
         for level in reversed(levels):
             for condition, values in _in(db, "id", level):
                 cursor.execute(f"DELETE FROM {sql.table(db, Job)} WHERE {condition}", values)
@@ -246,23 +260,24 @@ def _delete(db: BaseDatabaseWrapper, levels: Levels) -> Counter[str]:
     return deleted
 
 
-def _relations(alias: str) -> list[tuple[type[Model], Field[Any, Any], bool]] | None:
-    """The relations to jobs other than a child's to its parent: ``(model, its field, whether its
-    rows are deleted)`` (``SET NULL`` otherwise), or None when one needs Django's deletion."""
+def _relations(alias: str) -> list[tuple[str, str, str, bool]] | None:
+    """The relations to jobs other than a child's to its parent: ``(model label, table, column,
+    whether its rows are deleted)`` (``SET NULL`` otherwise), or None when one needs Django's
+    deletion."""
     if pre_delete.has_listeners(Job) or post_delete.has_listeners(Job):
         return None
     collector = Collector(using=alias)
     relations = []
-    for relation in get_candidate_relations_to_delete(Job._meta):
-        field, on_delete = relation.field, relation.on_delete
-        if field.model is Job and field.name == "parent" or on_delete is DO_NOTHING:
+    for relation in Job._meta.related_objects:
+        field, on_delete, model = relation.field, relation.on_delete, relation.related_model
+        if relation.many_to_many or field.model is Job and field.name == "parent" or on_delete is DO_NOTHING:
             continue
-        if on_delete is CASCADE and collector.can_fast_delete(relation.related_model):
-            relations.append((relation.related_model, field, True))
-        elif on_delete is SET_NULL:
-            relations.append((relation.related_model, field, False))
-        else:
+        if not isinstance(model, type) or on_delete not in (CASCADE, SET_NULL):
             return None
+        rows = model._base_manager.using(alias).none()
+        if on_delete is CASCADE and not collector.can_fast_delete(rows):
+            return None
+        relations.append((model._meta.label, model._meta.db_table, sql.column(field), on_delete is CASCADE))
     return relations
 
 
