@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import CASCADE, DO_NOTHING, SET_NULL, Exists, OuterRef
+from django.db.models import CASCADE, DO_NOTHING, SET_NULL, Exists, ForeignObjectRel, OuterRef
 from django.db.models.deletion import Collector
 from django.db.models.signals import post_delete, pre_delete
 from django.utils import timezone
@@ -268,9 +268,11 @@ def _relations(alias: str) -> list[tuple[str, str, str, bool]] | None:
         return None
     collector = Collector(using=alias)
     relations = []
-    for relation in Job._meta.related_objects:
+    for relation in Job._meta.get_fields(include_hidden=True):  # related_objects leaves out the hidden
+        if not isinstance(relation, ForeignObjectRel) or relation.many_to_many:
+            continue
         field, on_delete, model = relation.field, relation.on_delete, relation.related_model
-        if relation.many_to_many or field.model is Job and field.name == "parent" or on_delete is DO_NOTHING:
+        if field.model is Job and field.name == "parent" or on_delete is DO_NOTHING:
             continue
         if not isinstance(model, type) or on_delete not in (CASCADE, SET_NULL):
             return None

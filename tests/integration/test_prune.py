@@ -10,9 +10,11 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db.models.signals import post_delete
 from django.utils import timezone
 
-from django_durajobs import Job, JobError, JobLog, JobStep, Status, prune
+from django_durajobs import Job, JobError, JobLog, JobStep, Schedule, Status, prune
+from django_durajobs.store import delete_jobs
 from tests.factories import JobFactory, insert_copies
 
 pytestmark = pytest.mark.django_db
@@ -235,3 +237,48 @@ def test_pruning_40000_old_jobs_takes_bounded_memory_and_keeps_open_families():
     assert Job.objects.count() == 10 * 4
     # A batch's rows, not the table's.
     assert peak < table_peak / 2, f"peak {peak / 2**20:.1f} MiB, the table's ids {table_peak / 2**20:.1f} MiB"
+
+
+def test_what_points_at_a_pruned_job_from_outside_its_family_lets_go():
+    """A rerun and a schedule that stay keep no reference to a pruned job (``SET NULL``)."""
+    old = ended(40)
+    rerun = ended(1, rerun_of=old)
+    schedule = Schedule.objects.create(name="nightly", kind="cli_steps", every_seconds=60, last_job=old)
+
+    assert prune(timedelta(days=30)).jobs == 1
+
+    rerun.refresh_from_db()
+    schedule.refresh_from_db()
+    assert (rerun.rerun_of_id, schedule.last_job_id) == (None, None)
+
+
+def test_delete_jobs_takes_a_parent_and_its_child_named_together_and_a_grandchild():
+    parent = ended(1)
+    child = ended(1, parent=parent)
+    grandchild = ended(1, parent=child)
+    JobLog.objects.create(job=grandchild, line="deep")
+    other = ended(1)
+
+    deleted = delete_jobs([parent.pk, child.pk])
+
+    assert deleted["django_durajobs.Job"] == 3 and deleted["django_durajobs.JobLog"] == 1
+    assert left() == {other.pk}
+
+
+def test_a_receiver_of_deletes_is_told_of_every_pruned_job():
+    """With a ``post_delete`` receiver for jobs, the jobs go through Django's deletion, which
+    sends it one by one."""
+    family = ended(40)
+    ended(40, parent=family)
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance.pk)
+
+    post_delete.connect(receiver, sender=Job)
+    try:
+        result = prune(timedelta(days=30))
+    finally:
+        post_delete.disconnect(receiver, sender=Job)
+
+    assert result.jobs == len(seen) == 2 and not left()
