@@ -86,14 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     path = args.json or REPO_ROOT / "bench" / "results" / f"{target.vendor}-{started:%Y%m%d-%H%M%S}.json"
     write_json(path, meta, figures, failures)
     print(f"\nJSON: {path}")
-    missed = check_targets(target.vendor, figures) if args.check_targets else []
+    missed = check_targets(target.vendor, figures, args.quick) if args.check_targets else []
     return 1 if failures or missed else 0
 
 
-def check_targets(vendor: str, figures: list) -> list[str]:
+def check_targets(vendor: str, figures: list, quick: bool) -> list[str]:
     from bench.targets import missed_by_half
 
-    missed = missed_by_half(vendor, figures)
+    missed = missed_by_half(vendor, figures, quick=quick)
     for line in missed:
         print(f"MISSED: {line}", file=sys.stderr)
     return missed
@@ -136,7 +136,7 @@ def run_workloads(args: argparse.Namespace, target: Target) -> tuple[list, dict[
             start = time.monotonic()
             try:
                 measured = workload(bench)
-                if args.check_targets and missed_by_half(target.vendor, measured):
+                if args.check_targets and missed_by_half(target.vendor, measured, quick=args.quick):
                     print("missed a target; again …", end=" ", flush=True)
                     measured = workload(bench)
                 figures += measured

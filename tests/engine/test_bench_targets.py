@@ -6,7 +6,7 @@ or a ceiling are left alone."""
 from __future__ import annotations
 
 from bench.report import Figure
-from bench.targets import AT_LEAST, AT_MOST, NOT_MET_YET, missed_by_half
+from bench.targets import AT_LEAST, AT_MOST, FULL_RUN_AT_LEAST, NOT_MET_YET, missed_by_half
 
 
 def rate(key: str, ratio: float | None) -> Figure:
@@ -52,3 +52,16 @@ def test_figures_without_a_target_or_a_ceiling_pass():
     figures = [rate("process_5_c4", 0.01), rate("enqueue_many", None), latency("claim_empty", 9.0)]
     assert missed_by_half("sqlite", figures) == []
     assert missed_by_half("mysql", [rate("process_0_c1", 0.01)]) == []
+
+
+def test_a_rate_of_its_own_is_held_to_half_its_target_in_a_full_run_only():
+    """Pruning has no raw ceiling: its rate itself is the target, on this machine, at full size."""
+    least = FULL_RUN_AT_LEAST["postgresql"]["prune_large"]
+    figures = [
+        Figure("prune_large", "prune", least / 2.5, "jobs/s"),
+        Figure("prune_large", "prune", least / 1.5, "jobs/s"),
+    ]
+    assert missed_by_half("postgresql", figures, quick=False) == [
+        f"prune: {least / 2.5:,.0f} jobs/s, below half the target of {least:,.0f}"
+    ]
+    assert missed_by_half("postgresql", figures) == missed_by_half("sqlite", figures, quick=False) == []
