@@ -61,9 +61,11 @@ def prune(
     every member has ended more than ``older_than`` ago. So a job with a child that has not ended
     is kept, and a child is never deleted while its parent stays, which keeps the parent's
     ``children_summary()`` true. ``statuses`` (finished ones only) and ``kinds`` choose families
-    by their root. The roots are read ``batch`` at a time, by id; memory grows with the batch and
-    the size of its families, not with the table. The rows of concurrency keys that no
-    unfinished job has go too; a claim makes them again when needed. So do the events sent more
+    by their root. The roots are read ``batch`` at a time, by id, and each batch's families go in
+    one transaction of a few statements (a table at a time, not a row at a time): the cost of a
+    job and the memory grow with the batch and the size of its families, not with the table. The
+    rows of concurrency keys that no unfinished job has go too; a claim makes them again when
+    needed. So do the events sent more
     than ``older_than`` ago (``prune_events``).
 
     >>> prune(timedelta(days=30), statuses=["done"])
@@ -218,11 +220,9 @@ def delete_jobs(job_ids: list[int]) -> dict[str, int]:
     the rows deleted by model label."""
     db = sql.database()
     with transaction.atomic(using=db.alias):
-        depth = dict.fromkeys(job_ids, 0)
+        depth = dict.fromkeys(job_ids, 0)  # a job named here that descends from another goes deeper
         for generation, rows in enumerate(_descendants(db, job_ids, None), start=1):
-            depth.update(
-                (pk, generation) for pk, _parent, _old in rows
-            )  # a child of another job here goes deeper
+            depth.update((pk, generation) for pk, _parent, _old in rows)
         levels: Levels = [[] for _ in range(max(depth.values(), default=0) + 1)]
         for pk, generation in depth.items():
             levels[generation].append(pk)
@@ -233,8 +233,8 @@ def _delete(db: BaseDatabaseWrapper, levels: Levels) -> Counter[str]:
     """Delete the jobs of ``levels`` (each a generation, the parents first) and what points at them,
     a statement per relation: the deepest generation goes first, so no job outlives its parent even
     where foreign keys are checked row by row (MariaDB/MySQL). Where a relation to jobs asks for
-    more than a plain delete or ``SET NULL`` (a model of the project's own, signal receivers), it is
-    Django's deletion, which reads the rows."""
+    more than a plain delete or ``SET NULL`` (another app's model with rows of its own to delete,
+    receivers of delete signals), it is Django's deletion, which reads the rows."""
     ids = [pk for level in levels for pk in level]
     relations = _relations(db.alias)
     if relations is None:
