@@ -65,8 +65,7 @@ def prune(
     one transaction of a few statements (a table at a time, not a row at a time): the cost of a
     job and the memory grow with the batch and the size of its families, not with the table. The
     rows of concurrency keys that no unfinished job has go too; a claim makes them again when
-    needed. So do the events sent more
-    than ``older_than`` ago (``prune_events``).
+    needed. So do the events sent more than ``older_than`` ago (``prune_events``).
 
     >>> prune(timedelta(days=30), statuses=["done"])
     PruneResult(families=99000, jobs=100000, kept=2, rows=Counter({'django_durajobs.Job': 100000, ...}))
