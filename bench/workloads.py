@@ -29,13 +29,15 @@ from django.db import connection
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 
-from bench.database import Target, postgres_params, rows_sql
+from bench.database import Target, postgres_params
 from bench.fairness import fair_shares
 from bench.family import children
 from bench.rawqueue import STEPS_TABLE, TABLE, PostgresRawQueue, RawQueue, open_raw_queue
 from bench.redaction import redaction
 from bench.report import Figure
+from bench.rows import add_jobs
 from bench.scale_admin import admin_at_scale
+from bench.waits import timed_waits
 from django_durajobs import Job, Status, enqueue, enqueue_many, store
 from django_durajobs.worker import Worker, WorkerOptions
 
@@ -59,6 +61,7 @@ class Sizes:
     admin: tuple[int, ...]  # jobs in the table as the admin's changelist is rendered (bench/scale_admin.py)
     children_small: int  # children of a small family
     children_large: int  # children of a large one
+    waiting: tuple[int, int]  # jobs in a timed wait that is not over, beside the due ones (bench/waits.py)
 
 
 FULL = Sizes(
@@ -74,6 +77,7 @@ FULL = Sizes(
     admin=(100_000, 1_000_000),
     children_small=100,
     children_large=10_000,
+    waiting=(100, 100_000),
 )
 # A smoke run (CI): every workload, small. RSS is sampled more often so a short run still has
 # samples after warm-up.
@@ -90,6 +94,7 @@ QUICK = Sizes(
     admin=(2_000, 20_000),
     children_small=50,
     children_large=500,
+    waiting=(100, 10_000),
 )
 
 
@@ -489,29 +494,9 @@ def median_raw_claim(raw: RawQueue, repeats: int) -> float:
 
 
 def add_finished_jobs(count: int) -> None:
-    """Add ``count`` done jobs with one ``INSERT … SELECT``.
-
-    The row is a model instance turned into column values by Django, so the statement stays
-    right whatever columns the job table gains.
-    """
+    """Add ``count`` done jobs with one ``INSERT … SELECT``."""
     now = timezone.now()
-    row = Job(
-        kind="bench_noop0",
-        label="No-op, no steps",
-        status=Status.DONE,
-        attempt=1,
-        progress=100,
-        created_at=now,
-        updated_at=now,
-        started_at=now,
-        ended_at=now,
-    )
-    fields = [field for field in Job._meta.concrete_fields if not field.primary_key]
-    columns = [connection.ops.quote_name(field.column) for field in fields]
-    params = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
-    sql = rows_sql(connection.vendor, Job._meta.db_table, columns, ["%s"] * len(fields), count)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    add_jobs(count, status=Status.DONE, attempt=1, progress=100, started_at=now, ended_at=now)
 
 
 def worker_memory(bench: Bench) -> list[Figure]:
@@ -577,4 +562,5 @@ WORKLOADS = (
     redaction,
     admin_at_scale,
     children,
+    timed_waits,
 )
