@@ -7,7 +7,7 @@ The workload fills the table with waiting jobs whose moments are a day away (one
 ``INSERT … SELECT``: 100 and 100,000 in a full run, 100 and 10,000 in a quick one) and a few
 that are due, and times the wake pass that queues the due ones, per woken job: it should cost
 as much beside 100,000 waiting jobs as beside 100. The due jobs are put back to waiting after
-each pass, outside the timing.
+each pass, outside the timing. It also times the pass that finds nothing due, as most passes do.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ PASSES = 15  # timed passes at each size, after one untimed
 
 def timed_waits(bench) -> list[Figure]:
     small, large = bench.sizes.waiting
-    small_ms = _per_woken_job(bench, small)
-    large_ms = _per_woken_job(bench, large)
+    small_ms, small_idle = _wake_passes(bench, small)
+    large_ms, large_idle = _wake_passes(bench, large)
     return [
         Figure(
             "wake_small", f"wake a due timed wait, {small:,} waiting", small_ms, "ms", note="median, per job"
@@ -43,11 +43,24 @@ def timed_waits(bench) -> list[Figure]:
             versus_what=f"{small:,} waiting",
             note="median, per job",
         ),
+        Figure(
+            "wake_idle_small", f"wake pass, nothing due, {small:,} waiting", small_idle, "ms", note="median"
+        ),
+        Figure(
+            "wake_idle_large",
+            f"wake pass, nothing due, {large:,} waiting",
+            large_idle,
+            "ms",
+            versus=large_idle / small_idle,
+            versus_what=f"{small:,} waiting",
+            note="median",
+        ),
     ]
 
 
-def _per_woken_job(bench, waiting: int) -> float:
-    """The median milliseconds of a wake pass over ``DUE`` due jobs beside ``waiting`` not due, per job."""
+def _wake_passes(bench, waiting: int) -> tuple[float, float]:
+    """Beside ``waiting`` jobs not due: the median milliseconds of a wake pass over ``DUE`` due
+    jobs, per job, and of a pass that finds none."""
     from bench.workloads import WorkloadFailed  # it lists this workload
 
     bench.reset()
@@ -58,7 +71,7 @@ def _per_woken_job(bench, waiting: int) -> float:
     add_jobs(DUE, status=Status.AWAITING_EXTERNAL, wait_reason="Now", next_run_at=now - timedelta(minutes=1))
     bench.analyze()
     due = Job.objects.filter(pk__in=list(Job.objects.filter(wait_reason="Now").values_list("pk", flat=True)))
-    times = []
+    per_job, idle = [], []
     for number in range(PASSES + 1):
         due.update(status=Status.AWAITING_EXTERNAL, wait_reason="Now", next_run_at=now - timedelta(minutes=1))
         start = time.perf_counter()
@@ -66,6 +79,12 @@ def _per_woken_job(bench, waiting: int) -> float:
         took = time.perf_counter() - start
         if woken != DUE:
             raise WorkloadFailed(f"the wake pass woke {woken} jobs, not the {DUE} due")
+        start = time.perf_counter()
+        woken = store.wake_due_waits()
+        idle_took = time.perf_counter() - start
+        if woken:
+            raise WorkloadFailed(f"a wake pass with nothing due woke {woken} jobs")
         if number:
-            times.append(took * 1000 / DUE)
-    return statistics.median(times)
+            per_job.append(took * 1000 / DUE)
+            idle.append(idle_took * 1000)
+    return statistics.median(per_job), statistics.median(idle)
