@@ -54,6 +54,7 @@ class Sizes:
     process: int  # jobs per processing run
     wakeups: int  # samples of the wake-up latency
     finished: int  # done jobs in the table for the claim cost
+    backlog: int  # queued jobs added behind the claimed one, for the claim cost
     claims: int  # timed claims per table state
     rss_jobs: int  # jobs the RSS worker runs
     rss_every: float  # seconds between RSS samples
@@ -70,6 +71,7 @@ FULL = Sizes(
     process=5_000,
     wakeups=50,
     finished=1_000_000,
+    backlog=1_000_000,
     claims=200,
     rss_jobs=100_000,
     rss_every=0.5,
@@ -87,6 +89,7 @@ QUICK = Sizes(
     process=300,
     wakeups=20,
     finished=2_000,
+    backlog=20_000,
     claims=30,
     rss_jobs=1_000,
     rss_every=0.1,
@@ -440,21 +443,29 @@ def raw_wake_ups(bench: Bench, samples: int, claim: bool = True) -> list[float]:
 
 
 def claim_cost(bench: Bench) -> list[Figure]:
-    """Median time of one claim with nothing but the job in the table, then with many done jobs.
+    """Median time of one claim with nothing but the job in the table, then with many done jobs,
+    then with a backlog of queued jobs too.
 
-    A due-job index that leads with the status keeps the claim from reading finished rows; this
-    shows whether it does. The job is put back after each claim, outside the timing.
+    A due-job index that leads with the status keeps the claim from reading finished rows, and
+    read in claim order it stops at the first job it can take, however many are queued behind
+    it; this shows whether it does. The backlog is due, in the same queue and of the same kind,
+    queued after the job (so it is taken first each time); the job is put back after each claim,
+    outside the timing.
     """
     sizes = bench.sizes
     bench.reset()
     job, _ = enqueue("bench_noop0")
     bench.raw.insert_one(0)
-    bench.analyze()  # both table states are measured with fresh statistics
+    bench.analyze()  # every table state is measured with fresh statistics
     empty, raw_empty = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
     add_finished_jobs(sizes.finished)
-    bench.raw.add_finished(sizes.finished)
+    bench.raw.add_jobs(sizes.finished, "done")
     bench.analyze()
     full, raw_full = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
+    add_jobs(sizes.backlog, status=Status.QUEUED, next_run_at=timezone.now())
+    bench.raw.add_jobs(sizes.backlog, "queued")
+    bench.analyze()
+    backlog, raw_backlog = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
     return [
         Figure("claim_empty", "claim one job, empty table", empty, "ms", raw_empty, note="median"),
         Figure(
@@ -464,6 +475,16 @@ def claim_cost(bench: Bench) -> list[Figure]:
             "ms",
             raw_full,
             full / empty,
+            "the empty table",
+            note="median",
+        ),
+        Figure(
+            "claim_backlog",
+            f"claim one job, {sizes.backlog:,} queued behind it and {sizes.finished:,} done",
+            backlog,
+            "ms",
+            raw_backlog,
+            backlog / empty,
             "the empty table",
             note="median",
         ),

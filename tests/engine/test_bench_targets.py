@@ -6,7 +6,7 @@ or a ceiling are left alone."""
 from __future__ import annotations
 
 from bench.report import Figure
-from bench.targets import AT_LEAST, AT_MOST, NOT_MET_YET, missed_by_half
+from bench.targets import AT_LEAST, AT_MOST, FLAT, NOT_MET_YET, missed_by_half
 
 
 def rate(key: str, ratio: float | None) -> Figure:
@@ -52,3 +52,16 @@ def test_figures_without_a_target_or_a_ceiling_pass():
     figures = [rate("process_5_c4", 0.01), rate("enqueue_many", None), latency("claim_empty", 9.0)]
     assert missed_by_half("sqlite", figures) == []
     assert missed_by_half("mysql", [rate("process_0_c1", 0.01)]) == []
+
+
+def test_a_cost_that_grows_past_twice_its_flat_target_is_missed_on_every_database():
+    """A claim among a backlog against the empty table's: no ceiling of raw SQL, its own small size."""
+    assert FLAT["claim_backlog"] == 1.3
+
+    def backlog(versus: float) -> Figure:
+        return Figure("claim_backlog", "claim among a backlog", versus, "ms", None, versus, "the empty table")
+
+    assert missed_by_half("mysql", [backlog(2.5)]) == []
+    assert missed_by_half("sqlite", [backlog(2.7)]) == [
+        "claim among a backlog: 2.70× the empty table, above twice the target of 1.3×"
+    ]
