@@ -107,9 +107,10 @@ class RawQueue:
             ran += 1
         return ran
 
-    def add_finished(self, count: int) -> None:
-        """Add ``count`` done jobs in one statement (the claim must not get slower for them)."""
-        values = ["'{}'", "'done'", self.now_sql]
+    def add_jobs(self, count: int, status: str) -> None:
+        """Add ``count`` jobs in ``status``, due now, in one statement (the claim must not get
+        slower for done jobs, nor for queued ones behind the one it takes)."""
+        values = ["'{}'", f"'{status}'", self.now_sql]
         self.execute(rows_sql(self.vendor, TABLE, ["payload", "status", "run_at"], values, count))
 
     def time_claim(self) -> float:

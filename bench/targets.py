@@ -38,6 +38,9 @@ AT_MOST = {
 FULL_RUN_AT_LEAST = {
     "postgresql": {"prune_large": 20_000.0},
 }
+#: Flat costs as the work grows, on every database: figure key -> the largest ratio of the figure
+#: to the same work at the small size (its ``versus``). Held to twice, like a latency.
+FLAT = {"claim_finished": 1.3, "claim_backlog": 1.3, "wake_large": 1.2}
 #: Targets not met yet (docs/performance.md says why): figure key -> the ratio a quick run measured
 #: when this was written. Until a target is met, the check holds the figure to half of this (a rate)
 #: or twice it (a latency): a path that got twice as slow fails, the spread of a loaded machine
@@ -71,6 +74,10 @@ def missed_by_half(vendor: str, figures: list[Figure], *, quick: bool = True) ->
             missed.append(
                 f"{figure.label}: {figure.value:,.0f} {figure.unit}, below half the target of {least:,.0f}"
             )
+        flat = FLAT.get(figure.key)
+        if flat is not None and figure.versus is not None and figure.versus > flat * 2:
+            grown = f"{figure.versus:.2f}× {figure.versus_what}"
+            missed.append(f"{figure.label}: {grown}, above twice the target of {flat:g}×")
     return missed
 
 

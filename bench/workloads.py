@@ -30,7 +30,7 @@ from django.db.models import Count, Max, Min
 from django.utils import timezone
 
 from bench.bulk import enqueue_in_bulk
-from bench.database import Target, postgres_params, rows_sql
+from bench.database import Target, postgres_params
 from bench.fairness import fair_shares
 from bench.family import children
 from bench.fleet import fleet
@@ -38,7 +38,9 @@ from bench.pruning import prune_at_scale
 from bench.rawqueue import STEPS_TABLE, TABLE, PostgresRawQueue, RawQueue, open_raw_queue
 from bench.redaction import redaction
 from bench.report import Figure
+from bench.rows import add_jobs
 from bench.scale_admin import admin_at_scale
+from bench.waits import timed_waits
 from django_durajobs import Job, Status, enqueue, enqueue_many, store
 from django_durajobs.worker import Worker, WorkerOptions
 
@@ -55,6 +57,7 @@ class Sizes:
     process: int  # jobs per processing run
     wakeups: int  # samples of the wake-up latency
     finished: int  # done jobs in the table for the claim cost
+    backlog: int  # queued jobs added behind the claimed one, for the claim cost
     claims: int  # timed claims per table state
     rss_jobs: int  # jobs the RSS worker runs
     rss_every: float  # seconds between RSS samples
@@ -63,6 +66,7 @@ class Sizes:
     children_small: int  # children of a small family
     children_large: int  # children of a large one
     prune: tuple[int, int]  # finished jobs in the table as prune() deletes them (bench/pruning.py)
+    waiting: tuple[int, int]  # jobs in a timed wait that is not over, beside the due ones (bench/waits.py)
 
 
 FULL = Sizes(
@@ -71,6 +75,7 @@ FULL = Sizes(
     process=5_000,
     wakeups=50,
     finished=1_000_000,
+    backlog=1_000_000,
     claims=200,
     rss_jobs=100_000,
     rss_every=0.5,
@@ -79,6 +84,7 @@ FULL = Sizes(
     children_small=100,
     children_large=10_000,
     prune=(100_000, 1_000_000),
+    waiting=(100, 100_000),
 )
 # A smoke run (CI): every workload, small. RSS is sampled more often so a short run still has
 # samples after warm-up.
@@ -88,6 +94,7 @@ QUICK = Sizes(
     process=300,
     wakeups=20,
     finished=2_000,
+    backlog=20_000,
     claims=30,
     rss_jobs=1_000,
     rss_every=0.1,
@@ -96,6 +103,7 @@ QUICK = Sizes(
     children_small=50,
     children_large=500,
     prune=(5_000, 20_000),
+    waiting=(100, 10_000),
 )
 
 
@@ -429,21 +437,29 @@ def raw_wake_ups(bench: Bench, samples: int, claim: bool = True) -> list[float]:
 
 
 def claim_cost(bench: Bench) -> list[Figure]:
-    """Median time of one claim with nothing but the job in the table, then with many done jobs.
+    """Median time of one claim with nothing but the job in the table, then with many done jobs,
+    then with a backlog of queued jobs too.
 
-    A due-job index that leads with the status keeps the claim from reading finished rows; this
-    shows whether it does. The job is put back after each claim, outside the timing.
+    A due-job index that leads with the status keeps the claim from reading finished rows, and
+    read in claim order it stops at the first job it can take, however many are queued behind
+    it; this shows whether it does. The backlog is due, in the same queue and of the same kind,
+    queued after the job (so it is taken first each time); the job is put back after each claim,
+    outside the timing.
     """
     sizes = bench.sizes
     bench.reset()
     job, _ = enqueue("bench_noop0")
     bench.raw.insert_one(0)
-    bench.analyze()  # both table states are measured with fresh statistics
+    bench.analyze()  # every table state is measured with fresh statistics
     empty, raw_empty = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
     add_finished_jobs(sizes.finished)
-    bench.raw.add_finished(sizes.finished)
+    bench.raw.add_jobs(sizes.finished, "done")
     bench.analyze()
     full, raw_full = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
+    add_jobs(sizes.backlog, status=Status.QUEUED, next_run_at=timezone.now())
+    bench.raw.add_jobs(sizes.backlog, "queued")
+    bench.analyze()
+    backlog, raw_backlog = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
     return [
         Figure("claim_empty", "claim one job, empty table", empty, "ms", raw_empty, note="median"),
         Figure(
@@ -453,6 +469,16 @@ def claim_cost(bench: Bench) -> list[Figure]:
             "ms",
             raw_full,
             full / empty,
+            "the empty table",
+            note="median",
+        ),
+        Figure(
+            "claim_backlog",
+            f"claim one job, {sizes.backlog:,} queued behind it and {sizes.finished:,} done",
+            backlog,
+            "ms",
+            raw_backlog,
+            backlog / empty,
             "the empty table",
             note="median",
         ),
@@ -483,29 +509,9 @@ def median_raw_claim(raw: RawQueue, repeats: int) -> float:
 
 
 def add_finished_jobs(count: int) -> None:
-    """Add ``count`` done jobs with one ``INSERT … SELECT``.
-
-    The row is a model instance turned into column values by Django, so the statement stays
-    right whatever columns the job table gains.
-    """
+    """Add ``count`` done jobs with one ``INSERT … SELECT``."""
     now = timezone.now()
-    row = Job(
-        kind="bench_noop0",
-        label="No-op, no steps",
-        status=Status.DONE,
-        attempt=1,
-        progress=100,
-        created_at=now,
-        updated_at=now,
-        started_at=now,
-        ended_at=now,
-    )
-    fields = [field for field in Job._meta.concrete_fields if not field.primary_key]
-    columns = [connection.ops.quote_name(field.column) for field in fields]
-    params = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
-    sql = rows_sql(connection.vendor, Job._meta.db_table, columns, ["%s"] * len(fields), count)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    add_jobs(count, status=Status.DONE, attempt=1, progress=100, started_at=now, ended_at=now)
 
 
 def worker_memory(bench: Bench) -> list[Figure]:
@@ -573,6 +579,7 @@ WORKLOADS = (
     children,
     prune_at_scale,
     fleet,
+    timed_waits,
 )
 #: Run only when named (``--workload NAME``): minutes of many processes, not a smoke run's seconds.
 WHEN_NAMED = (fleet,)

@@ -20,7 +20,7 @@ from .indexes import PrefixSearchIndex
 from .registry import facades
 from .routers import creator_deleted
 from .status import TERMINAL, WAITING, Phase, Status, StepState
-from .transitions import HELD_STATUSES
+from .transitions import HELD_STATUSES, WAKES_BY_ITSELF
 from .values import EVENT_NAME_MAX_LENGTH
 
 if TYPE_CHECKING:
@@ -209,10 +209,15 @@ class Job(models.Model):
         # there are no more of them than the lookups need.
         indexes = [
             # What workers claim, in claim order (interrupted work first within its priority, see
-            # store/claiming.py), and timed waits to wake. Status leads, so finished jobs, however
-            # many, are never scanned.
+            # store/claiming.py). Status leads, so finished jobs, however many, are never scanned.
             models.Index(
                 fields=["status", "-priority", "-interrupted", "next_run_at", "id"], name="durajobs_due"
+            ),
+            # Timed waits and deadlines to wake, by moment (store/waking.py); all jobs on MariaDB/MySQL.
+            models.Index(
+                fields=["next_run_at", "status"],
+                condition=models.Q(status__in=WAKES_BY_ITSELF),
+                name="durajobs_timed",
             ),
             models.Index(fields=["group_id", "created_at"], name="durajobs_group"),
             models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
@@ -446,12 +451,7 @@ class Schedule(models.Model):
     next_run_at = models.DateTimeField(_("next run"), null=True, blank=True)
     last_run_at = models.DateTimeField(_("last run"), null=True, blank=True)
     last_job = models.ForeignKey(
-        Job,
-        verbose_name=_("last job"),
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
+        Job, verbose_name=_("last job"), null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)

@@ -34,12 +34,13 @@ from .status import Phase, Status, StepState
 from .store import StepRowMissing, new_token
 from .store.enqueuing import EnqueueOptions, _checked_fields
 from .store.log import clean_log_line
-from .store.waking import WAKES_BY_ITSELF, timed_wake
+from .store.waking import timed_wake
 from .transitions import (
     ATTEMPT_COUNTED,
     ATTEMPT_GIVEN_BACK,
     NOW_IF_UNSET,
     ONE_MORE_TRY,
+    WAKES_BY_ITSELF,
     Marker,
     Trigger,
     transition,

@@ -409,6 +409,9 @@ RERUNNABLE = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
 DUE_STATUSES = sources(Trigger.CLAIM)
 #: The statuses of a job a worker holds (its lease): a release gives it back.
 HELD_STATUSES = sources(Trigger.RELEASE)
+#: The statuses a job wakes from by itself when its ``next_run_at`` comes (a timed wait, a
+#: question's deadline), in a fixed order: the index of those jobs names them as its condition.
+WAKES_BY_ITSELF = tuple(sorted(sources(Trigger.WAKE) | sources(Trigger.DEADLINE)))
 
 
 def _shown(value: Any) -> str:

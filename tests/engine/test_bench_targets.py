@@ -6,7 +6,7 @@ or a ceiling are left alone."""
 from __future__ import annotations
 
 from bench.report import Figure
-from bench.targets import AT_LEAST, AT_MOST, FULL_RUN_AT_LEAST, NOT_MET_YET, missed_by_half
+from bench.targets import AT_LEAST, AT_MOST, FLAT, FULL_RUN_AT_LEAST, NOT_MET_YET, missed_by_half
 
 
 def rate(key: str, ratio: float | None) -> Figure:
@@ -65,3 +65,16 @@ def test_a_rate_of_its_own_is_held_to_half_its_target_in_a_full_run_only():
         f"prune: {least / 2.5:,.0f} jobs/s, below half the target of {least:,.0f}"
     ]
     assert missed_by_half("postgresql", figures) == missed_by_half("sqlite", figures, quick=False) == []
+
+
+def test_a_cost_that_grows_past_twice_its_flat_target_is_missed_on_every_database():
+    """A claim among a backlog against the empty table's: no ceiling of raw SQL, its own small size."""
+    assert FLAT["claim_backlog"] == 1.3
+
+    def backlog(versus: float) -> Figure:
+        return Figure("claim_backlog", "claim among a backlog", versus, "ms", None, versus, "the empty table")
+
+    assert missed_by_half("mysql", [backlog(2.5)]) == []
+    assert missed_by_half("sqlite", [backlog(2.7)]) == [
+        "claim among a backlog: 2.70× the empty table, above twice the target of 1.3×"
+    ]

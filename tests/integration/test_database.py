@@ -3,8 +3,8 @@ models' checks against the database in use.
 
 A worker thread keeps a healthy connection and replaces a broken or aged one; a lost session is
 ``database_trouble``; a claim reads only due jobs, from the due index, however many finished jobs
-there are; an enqueue that rolls back notifies nobody. The worker processes that lose their
-database are in ``tests/e2e/test_database_workers.py``.
+there are; a wake pass reads the due timed waits alone; an enqueue that rolls back notifies
+nobody. The worker processes that lose their database are in ``tests/e2e/test_database_workers.py``.
 """
 
 from __future__ import annotations
@@ -13,16 +13,18 @@ import re
 import threading
 from collections import Counter
 from contextlib import contextmanager
+from datetime import timedelta
 
 import pytest
 from django.core import checks
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.backends.signals import connection_created
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from django_durajobs import Job, Status, enqueue
 from django_durajobs.signals import job_changed
-from django_durajobs.store import NOTIFY_CHANNEL, claim, database_trouble
+from django_durajobs.store import NOTIFY_CHANNEL, claim, database_trouble, wake_due_waits
 from django_durajobs.worker import Worker, WorkerOptions, refresh_connection
 from tests.factories import insert_copies
 from tests.helpers import wait_for
@@ -198,6 +200,22 @@ def claim_plan() -> str:
     # A claim may first look for due jobs under limits (the test app has limited kinds); the
     # statement that took the job is the last one that looked for a queued job.
     statement = [sql for sql in statements if locking in sql and "'queued'" in sql][-1]
+    return explained(statement)
+
+
+def wake_plan() -> str:
+    """EXPLAIN of the statement ``wake_due_waits()`` runs to find the due timed waits (taken from
+    a real pass, which is rolled back)."""
+    try:
+        with CaptureQueriesContext(connection) as captured, transaction.atomic():
+            wake_due_waits()
+            raise _Undo
+    except _Undo:
+        pass
+    return explained(next(query["sql"] for query in captured if query["sql"].startswith("SELECT")))
+
+
+def explained(statement: str) -> str:
     explain = "EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN "
     with connection.cursor() as cursor:
         cursor.execute(explain + statement)
@@ -220,10 +238,10 @@ def reads_every_row(plan: str) -> bool:
     return bool(re.search(rf"Seq Scan on {table}\b|\bSCAN {table}\b", plan))
 
 
-def uses_the_due_index(plan: str) -> bool:
+def uses_index(plan: str, name: str = "durajobs_due") -> bool:
     if connection.vendor == "mysql":
-        return any(row[5] == "durajobs_due" for row in mysql_plan_rows(plan))
-    return bool(re.search(r"(?:using|on|INDEX) durajobs_due\b", plan))
+        return any(row[5] == name for row in mysql_plan_rows(plan))
+    return bool(re.search(rf"(?:using|on|INDEX) {name}\b", plan))
 
 
 def sorts_the_due_jobs(plan: str) -> bool:
@@ -273,10 +291,32 @@ def test_a_backlog_of_due_jobs_is_claimed_from_the_due_index():
     analyze()
 
     plan = claim_plan()
-    assert uses_the_due_index(plan), plan
+    assert uses_index(plan), plan
     assert not reads_every_row(plan), plan
     assert not sorts_the_due_jobs(plan), plan
     claim_several()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wake_pass_reads_the_due_timed_waits_alone(db_vendor):
+    """20,000 jobs in a timed wait that is not over, two that are: the wake pass reads
+    ``durajobs_timed`` from its first entry to the first not due (MariaDB/MySQL may read
+    ``durajobs_due`` by status instead), and wakes the longest overdue first."""
+    now = timezone.now()
+    later, soon, sooner = (enqueue(KIND)[0] for _ in range(3))
+    for job, moment in ((later, now + timedelta(days=1)), (soon, now), (sooner, now - timedelta(minutes=1))):
+        Job.objects.filter(pk=job.pk).update(status=Status.AWAITING_EXTERNAL, next_run_at=moment)
+    insert_copies(later, DUE_BACKLOG)
+    analyze()
+
+    plan = wake_plan()
+    assert db_vendor == "mysql" or uses_index(plan, "durajobs_timed"), plan
+    assert not reads_every_row(plan), plan
+    assert wake_due_waits(limit=1) == 1
+    assert Job.objects.get(pk=sooner.pk).status == Status.QUEUED
+    assert wake_due_waits() == 1
+    assert Job.objects.get(pk=soon.pk).status == Status.QUEUED
+    assert Job.objects.filter(status=Status.AWAITING_EXTERNAL).count() == DUE_BACKLOG + 1
 
 
 # 3. job_changed and NOTIFY only when the enqueue commits ---------------------------------------
