@@ -32,6 +32,7 @@ from django.utils import timezone
 from bench.bulk import enqueue_in_bulk
 from bench.database import Target, postgres_params
 from bench.fairness import fair_shares
+from bench.kinds import kinds
 from bench.family import children
 from bench.fleet import fleet
 from bench.pruning import prune_at_scale
@@ -578,6 +579,7 @@ WORKLOADS = (
     admin_at_scale,
     children,
     prune_at_scale,
+    kinds,
     fleet,
     timed_waits,
 )

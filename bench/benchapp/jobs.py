@@ -34,3 +34,13 @@ def unfair(job, ctx):
 @job("bench_parent", title="Waits for its children")
 def parent(job, ctx):
     ctx.wait_for_children()
+
+
+@job("bench_keyed", title="No-op, one at a time per key", concurrency_key=lambda subject: subject["key"])
+def keyed(job, ctx):
+    return None
+
+
+@job("bench_scheduled", title="No-op, enqueued by a schedule")
+def scheduled(job, ctx):
+    return None
