@@ -80,7 +80,7 @@ def _rate(bench, make, count: int) -> float:
 
 
 def kinds(bench) -> list[Figure]:
-    count = bench.sizes.process
+    count = bench.sizes.kinds
     rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
     for _round in range(ROUNDS):
         for name, make in VARIANTS.items():

@@ -68,6 +68,7 @@ class Sizes:
     children_large: int  # children of a large one
     prune: tuple[int, int]  # finished jobs in the table as prune() deletes them (bench/pruning.py)
     waiting: tuple[int, int]  # jobs in a timed wait that is not over, beside the due ones (bench/waits.py)
+    kinds: int  # jobs per run of each variant of bench/kinds.py
 
 
 FULL = Sizes(
@@ -86,6 +87,7 @@ FULL = Sizes(
     children_large=10_000,
     prune=(100_000, 1_000_000),
     waiting=(100, 100_000),
+    kinds=2_000,
 )
 # A smoke run (CI): every workload, small. RSS is sampled more often so a short run still has
 # samples after warm-up.
@@ -105,6 +107,7 @@ QUICK = Sizes(
     children_large=500,
     prune=(5_000, 20_000),
     waiting=(100, 10_000),
+    kinds=200,
 )
 
 

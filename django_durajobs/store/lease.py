@@ -21,7 +21,7 @@ from ..registry import known_kinds
 from ..status import Status
 from ..transitions import DUE_STATUSES
 from . import sql
-from .changes import changed_to, notify_due, written
+from .changes import NOTIFY_CHANNEL, changed_to, notify_due, written
 from .checkpoints import checkpoint_and_start
 from .claiming import ClaimRequest, claim_one, claim_order, claim_params, claim_sql, reverts_looked_for_lately
 from .database import DatabaseNow, made_despite_deadlocks, new_token, no_flush, step_transaction
@@ -29,7 +29,7 @@ from .enqueuing import enqueue
 from .events import sent_event
 from .fairness import KEYLESS, claim_fairly, fairness_in_force, turns_due
 from .family import children_of, open_children
-from .limiting import claim_under_limits, current_limits
+from .limiting import claim_limited, claim_under_limits, current_limits, limited_found_lately
 from .log import append_log, clean_log_line, trim_log
 
 
@@ -45,18 +45,18 @@ def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
     request = ClaimRequest(worker_id, new_token(), tuple(queues or ()))
     limits = current_limits()
     order = claim_order()
-    rare_first = order[0] == Status.REVERTING  # jobs under limits are looked for first as often
+    # Jobs under limits are looked for first as often as pending reverts, and while they are found.
+    limited_first = limits is not None and (order[0] == Status.REVERTING or limited_found_lately())
     fair = fairness_in_force()
     for status in order:
-        job = None
-        if fair and status == Status.QUEUED:  # jobs under limits are claimed as limiting.py says
+        job = claim_limited(db, status, request, limits) if limits and limited_first else None
+        if job is None and fair and status == Status.QUEUED:  # of kinds and queues no limit applies to
             job = claim_fairly(db, request, limits)
-        if job is not None:
-            break
-        if limits is None:
-            job = claim_one(db, status, request)
-        else:
-            job = claim_under_limits(db, status, request, limits, rare_first)
+        if job is None:
+            if limits is None:
+                job = claim_one(db, status, request)
+            else:
+                job = claim_under_limits(db, status, request, limits, limited_too=not limited_first)
         if job is not None:
             break
     else:
@@ -299,13 +299,14 @@ class Lease:
             and not (keyless and turns_due())
         )
         next_request = replace(self.request, token=new_token()) if claiming else self.request
-        in_one_statement = db.vendor == "postgresql" and not (steps or trim or due_now or frees_a_limit)
+        notify = due_now or frees_a_limit
+        in_one_statement = db.vendor == "postgresql" and not (steps or trim)
 
         def write(claiming: bool) -> Job | None:
             """The outcome, and with ``claiming`` the next job's claim: that job, or None."""
             next_claim = (kinds, passed_over, next_request, keyless) if claiming else None
             if in_one_statement:  # the common case, a job done
-                return self._finish_in_one_statement(db, update, params, log_line, next_claim, now)
+                return self._finish_in_one_statement(db, update, params, log_line, next_claim, now, notify)
             with sql.transaction(db, statements_only=not trim):
                 for step in steps:  # while the job is still ours: the update below gives it up
                     self._update_step(db, step, {"state": step.state, "detail": step.detail})
@@ -315,7 +316,7 @@ class Lease:
                     append_log(self.job.id, log_line, db, now)
                 if trim:
                     trim_log(self.job.pk)
-                if due_now or frees_a_limit:
+                if notify:
                     notify_due(self.job.queue)
                 if not claiming:
                     return None
@@ -339,19 +340,23 @@ class Lease:
         log_line: str | None,
         next_claim: tuple[list[str], tuple[str, ...], ClaimRequest, bool] | None,
         now: datetime,
+        notify: bool = False,
     ) -> Job | None:
-        """PostgreSQL: the outcome, any log line and, with ``next_claim`` (kinds, queues passed
-        over, the claim request, whether of a job without a fairness key), the next claim, in one
-        statement; returns the job claimed."""
+        """PostgreSQL: the outcome, any log line, with ``notify`` the word to idle workers that a
+        job of the queue may start, and with ``next_claim`` (kinds, queues passed over, the claim
+        request, whether of a job without a fairness key) the next claim, in one statement;
+        returns the job claimed."""
         queues = self.request.queues
         claimed_shape = (
             (len(next_claim[0]), len(queues), len(next_claim[1]), next_claim[3]) if next_claim else ()
         )
-        shape = (update, bool(log_line), *claimed_shape)
+        shape = (update, bool(log_line), notify, *claimed_shape)
         statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
         params = list(params)
         if log_line:
             params += [now, clean_log_line(log_line)]
+        if notify:
+            params += [NOTIFY_CHANNEL, self.job.queue]
         if next_claim:
             kinds, passed_over, request, _keyless = next_claim
             params += claim_params(db, Status.QUEUED, kinds, request, now, passed_over)
@@ -365,13 +370,15 @@ class Lease:
         db: BaseDatabaseWrapper,
         update: sql.Statement,
         logs: bool = True,
+        notify: bool = False,
         kinds: int = 0,
         queues: int = 0,
         passed_over: int = 0,
         keyless: bool = False,
     ) -> str:
-        """PostgreSQL: ``update`` (the fenced outcome), with ``logs`` its log line and, with ``kinds``,
-        the next claim (with ``keyless``, of a job without a fairness key)."""
+        """PostgreSQL: ``update`` (the fenced outcome), with ``logs`` its log line, with ``notify`` a
+        ``pg_notify`` (sent as the statement commits) and, with ``kinds``, the next claim (with
+        ``keyless``, of a job without a fairness key)."""
         quote = db.ops.quote_name
         finished = f"WITH finished AS ({update.text} RETURNING {quote('id')})"
         if logs:
@@ -379,8 +386,13 @@ class Lease:
                 f", logged AS (INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) "
                 f"SELECT id, %s, %s FROM finished)"
             )
+        # A CTE that only reads runs only if the statement reads it: the notice is joined in.
+        source = "finished"
+        if notify:
+            finished += ", notified AS (SELECT pg_notify(%s, %s) FROM finished)"
+            source = "finished CROSS JOIN notified"
         if not kinds:
-            return f"{finished} SELECT id FROM finished"
+            return f"{finished} SELECT finished.id FROM {source}"
         only_if = (KEYLESS[0] if keyless else "") + " AND EXISTS (SELECT 1 FROM finished)"
         claim = claim_sql(db, Status.QUEUED, kinds, queues, "", passed_over, only_if=only_if)
-        return f"{finished}, claimed AS ({claim}) SELECT claimed.* FROM finished LEFT JOIN claimed ON true"
+        return f"{finished}, claimed AS ({claim}) SELECT claimed.* FROM {source} LEFT JOIN claimed ON true"

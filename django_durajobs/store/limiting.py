@@ -63,6 +63,7 @@ from ..status import Status
 from ..transitions import DUE_STATUSES, HELD_STATUSES
 from . import sql
 from .claiming import (
+    CLAIM_RETURNING,
     ClaimRequest,
     as_claimed,
     claim_one,
@@ -247,26 +248,39 @@ def full_rates(db: BaseDatabaseWrapper, limits: Limits) -> dict[Any, datetime]:
 # The claim -------------------------------------------------------------------------------------
 
 
+#: Whether the latest look for jobs under limits found one: the next claim then looks for them
+#: first, as a worker busy with them would find nothing elsewhere (the finish of such a job has
+#: already claimed any other job that was due, see ``Lease.finish``).
+_limited_found = False
+
+
+def limited_found_lately() -> bool:
+    return _limited_found
+
+
 def claim_under_limits(
     db: BaseDatabaseWrapper,
     status: str,
     request: ClaimRequest,
     limits: Limits,
-    limited_first: bool,
+    limited_too: bool,
 ) -> Job | None:
     """Claim a job in ``status`` while limits are in force: one that no limit applies to with the
-    plain one-statement claim, or one under limits that none holds back, whichever kind of job is
-    looked for first (``limited_first``; the other when there is none)."""
-    now = timezone.now()
+    plain one-statement claim, else (``limited_too``: they were not looked for first) one under
+    limits that none holds back."""
+    job = claim_one(db, status, request, timezone.now(), limits.plain_kinds, limits.limited_queues)
+    if job is None and limited_too:
+        return claim_limited(db, status, request, limits)
+    return job
 
-    def plain() -> Job | None:
-        return claim_one(db, status, request, now, limits.plain_kinds, limits.limited_queues)
 
-    def limited() -> Job | None:
-        return _claim_limited(db, status, request, now, limits)
-
-    first, then = (limited, plain) if limited_first else (plain, limited)
-    return first() or then()
+def claim_limited(db: BaseDatabaseWrapper, status: str, request: ClaimRequest, limits: Limits) -> Job | None:
+    """Claim the most urgent due job in ``status`` under limits that none holds back (the module's
+    text says how)."""
+    global _limited_found
+    job = _claim_limited(db, status, request, timezone.now(), limits)
+    _limited_found = job is not None
+    return job
 
 
 def _claim_limited(
@@ -276,8 +290,6 @@ def _claim_limited(
     now: datetime,
     limits: Limits,
 ) -> Job | None:
-    """Claim the most urgent due job in ``status`` under limits that none holds back (the module's
-    text says how)."""
     # A job of any kind may be in a limited queue.
     kinds = [*limits.plain_kinds, *limits.limited_kinds] if limits.limited_queues else limits.limited_kinds
     for _attempt in range(PICKS):
@@ -343,7 +355,12 @@ def _pick_and_take(
         if scopes:
             locked = _lock(db, scopes)
             if len(locked) < len(scopes):
-                return PickAgain(tuple(scope for scope in scopes if scope not in locked))
+                missing = tuple(scope for scope in scopes if scope not in locked)
+                if db.vendor not in CLAIM_RETURNING:
+                    return PickAgain(missing)
+                locked |= _made(db, missing)
+                if len(locked) < len(scopes):  # another claim made one meanwhile: locked next pick
+                    return PickAgain()
             rated = {}
             if rate or throttle:
                 # Judged on the database's clock, and claimed at that moment: under the lock the
@@ -353,10 +370,14 @@ def _pick_and_take(
                 rated = _at_rate(locked[(KIND, job.kind)], rate, now) if rate else {}
             if throttle and _at_rate(locked[throttled], throttle, now):
                 return PickAgain()
-            if limits.held_back_by(job, held_now(db), rated):
+            counted_by_take = scopes == [(KEY, job.concurrency_key)] and db.vendor in CLAIM_RETURNING
+            if not counted_by_take and limits.held_back_by(job, held_now(db), rated):
                 return PickAgain()
-        take = take_statement(db, status)
-        if not sql.run(db, take, [*taking_params(status, request, prepared_now), job.pk, status]):
+        take, params = take_statement(db, status), [*taking_params(status, request, prepared_now), job.pk, status]
+        if scopes and counted_by_take:
+            take = _take_under_key(db, status)
+            params += [*_HELD, job.concurrency_key, limits.key_limits[job.kind]]
+        if not sql.run(db, take, params):
             return PickAgain()
         if rate:
             _record_start(db, locked[(KIND, job.kind)], rate, now)
@@ -364,6 +385,23 @@ def _pick_and_take(
             _record_start(db, locked[throttled], throttle, now)
     as_claimed(job, status, now, request)
     return job
+
+
+def _take_under_key(db: BaseDatabaseWrapper, status: str) -> sql.Statement:
+    """The take of a job whose one limit is its key, counting the key's held jobs as it takes: a
+    statement after the lock, so it counts as ``held_now`` would there, one round trip fewer.
+    Its parameters are the take's, the held statuses, the key and its limit."""
+
+    def take_sql() -> str:
+        quote = db.ops.quote_name
+        statuses = ", ".join(["%s"] * len(_HELD))
+        return (
+            f"{take_statement(db, status).text} AND (SELECT COUNT(*) FROM {sql.table(db, Job)} "
+            f"WHERE {quote('status')} IN ({statuses}) AND {quote('locked_by')} <> '' "
+            f"AND {quote('concurrency_key')} = %s) < %s"
+        )
+
+    return sql.statement(db, ("claim take under key", status), take_sql)
 
 
 def _full_keys(limits: Limits, held: Held) -> list[tuple[list[str], list[str]]]:
@@ -441,6 +479,27 @@ def _lock(db: BaseDatabaseWrapper, scopes: list[Scope]) -> dict[Scope, JobLimit]
 
     statement = sql.statement(db, ("lock limits", len(scopes)), lock_sql)
     rows = sql.fetch(db, statement, [part for scope in scopes for part in scope])
+    return {(row.scope, row.name): row for row in sql.read_rows(db, JobLimit, rows)}
+
+
+def _made(db: BaseDatabaseWrapper, scopes: tuple[Scope, ...]) -> dict[Scope, JobLimit]:
+    """Make the rows of ``scopes`` in the claim's transaction, which holds those it inserts until it
+    ends; the ones another claim made meanwhile are not returned. A new key costs its first claim
+    one statement, not a pick of its own."""
+    columns = ("scope", "name", "starts")
+    prepare_starts = sql.preparers(db, JobLimit, ["starts"])[0]
+
+    def insert_sql() -> str:
+        quote = db.ops.quote_name
+        rows = ", ".join(["(%s, %s, %s)"] * len(scopes))
+        return (
+            f"INSERT INTO {sql.table(db, JobLimit)} ({', '.join(quote(name) for name in columns)}) "
+            f"VALUES {rows} ON CONFLICT DO NOTHING RETURNING {sql.returned_columns(db, JobLimit)}"
+        )
+
+    statement = sql.statement(db, ("make limits", len(scopes)), insert_sql)
+    params = [value for scope, name in scopes for value in (scope, name, prepare_starts([], db))]
+    rows = sql.fetch(db, statement, params)
     return {(row.scope, row.name): row for row in sql.read_rows(db, JobLimit, rows)}
 
 

@@ -16,7 +16,7 @@ from django_durajobs import enqueue, enqueue_many, store
 from django_durajobs.engine.runner import execute
 from django_durajobs.registry import job
 from django_durajobs.status import Status
-from django_durajobs.store import claiming
+from django_durajobs.store import claiming, limiting
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,6 +40,11 @@ def _declare(steps: int) -> str:
 KINDS = {steps: _declare(steps) for steps in (0, 1, 5)}
 
 
+@job("counted_keyed", title="Counted: a concurrency key", concurrency_key=lambda subject: subject["key"])
+def keyed(job, ctx):
+    return None
+
+
 @pytest.fixture
 def queue(request):
     """A queue of this test's own, so that claims see only its jobs."""
@@ -50,6 +55,7 @@ def queue(request):
 def revert_lookup_not_due(monkeypatch):
     """As between two looks for pending reverts, which a claim makes at most every few seconds."""
     monkeypatch.setattr(claiming, "_next_revert_lookup", float("inf"))
+    monkeypatch.setattr(limiting, "_limited_found", False)
 
 
 def statements(work):
@@ -62,7 +68,10 @@ def statements(work):
 #: Statements per database: a claim; a finish (a job of no steps, from its claim to its end); the
 #: first step of a run marked running ("step") and each step's checkpoint; an enqueue; an
 #: enqueue_many of BATCH jobs, and of 2,500 (three statements of at most 1,000 jobs each, with
-#: BEGIN and COMMIT around them).
+#: BEGIN and COMMIT around them); the claim of a job under a new concurrency key, and its finish.
+#: A keyed claim, with rate limits in force (the test app has some): count what is held, read the
+#: kinds at their rate, then BEGIN, pick, lock the key's row (none yet), make it, take (counting
+#: the key's held jobs), COMMIT.
 PINNED = {
     # SQLite: a finish is BEGIN IMMEDIATE, the update, COMMIT; an enqueue the same around its
     # two inserts (the job, its declared steps); an enqueue_many of 1,000 jobs too.
@@ -74,6 +83,8 @@ PINNED = {
         "enqueue": 4,
         "enqueue_many": 4,
         "enqueue_many_2500": 8,
+        "keyed_claim": 8,
+        "keyed_finish": 3,
     },
     # PostgreSQL: every one a single statement (CTEs), an enqueue_many of up to 1,000 jobs too.
     "postgresql": {
@@ -84,6 +95,8 @@ PINNED = {
         "enqueue": 1,
         "enqueue_many": 1,
         "enqueue_many_2500": 5,
+        "keyed_claim": 8,
+        "keyed_finish": 1,  # its NOTIFY to idle workers in the finish's statement
     },
     # MariaDB: a claim locks the row (SELECT … FOR UPDATE SKIP LOCKED) then updates it, in a
     # transaction: no UPDATE … RETURNING there.
@@ -95,6 +108,10 @@ PINNED = {
         "enqueue": 4,
         "enqueue_many": 4,
         "enqueue_many_2500": 8,
+        # The key's row is made outside the claim's transaction, and the claim picks again; the
+        # held jobs are counted in a statement of their own.
+        "keyed_claim": 15,
+        "keyed_finish": 3,
     },
 }
 BATCH = 1000
@@ -142,3 +159,16 @@ def test_a_batch_of_enqueue_many_is_pinned(queue, pinned, jobs, pin):
     made, sent = statements(lambda: enqueue_many(KINDS[1], specs))
     assert len(made) == jobs and all(created for _job, created in made)
     assert len(sent) == pinned[pin]
+
+
+def test_a_claim_and_finish_under_a_key_are_pinned(queue, pinned, monkeypatch):
+    """As a worker busy with jobs under keys claims them (looked for first), each with a key of its
+    own: the claim makes the key's limit row in its transaction and counts the key's held jobs in
+    the statement that takes the job."""
+    monkeypatch.setattr(limiting, "_limited_found", True)
+    enqueue("counted_keyed", queue=queue, subject={"key": queue})
+    lease, claim = statements(lambda: store.claim("counted-worker", queues=[queue]))
+    assert lease is not None and lease.job.concurrency_key == queue
+    ran, run = statements(lambda: execute(lease))
+    assert ran.status == Status.DONE
+    assert (len(claim), len(run)) == (pinned["keyed_claim"], pinned["keyed_finish"])
