@@ -53,7 +53,9 @@ def _mix(count: int) -> None:
     _enqueue("bench_noop0", [{"subject": {"n": n}} for n in range(half)])
     _enqueue("bench_keyed", _specs(count - half, None))
     store.save_schedule(Schedule(name="bench-every-second", kind="bench_scheduled", every_seconds=1))
-    Schedule.objects.filter(name="bench-every-second").update(next_run_at=timezone.now() - timedelta(seconds=1))
+    Schedule.objects.filter(name="bench-every-second").update(
+        next_run_at=timezone.now() - timedelta(seconds=1)
+    )
 
 
 VARIANTS = {"plain": _plain, "own_keys": _own_keys, "shared_keys": _shared_keys, "mix": _mix}

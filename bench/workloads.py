@@ -32,9 +32,9 @@ from django.utils import timezone
 from bench.bulk import enqueue_in_bulk
 from bench.database import Target, postgres_params
 from bench.fairness import fair_shares
-from bench.kinds import kinds
 from bench.family import children
 from bench.fleet import fleet
+from bench.kinds import kinds
 from bench.pruning import prune_at_scale
 from bench.rawqueue import STEPS_TABLE, TABLE, PostgresRawQueue, RawQueue, open_raw_queue
 from bench.redaction import redaction

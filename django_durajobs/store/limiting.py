@@ -19,20 +19,25 @@ jobs under limits come here, looked for first as often as pending reverts are (a
 
 1. Count what is held now, by kind, queue and key, in one statement (held jobs are few: the
    ``durajobs_due`` index, led by the status, reads only them), and read which rate-limited kinds
-   are at their rate.
+   are at their rate. Only while a limit was full at the last count, or a pick made without
+   counting met one (``_count_first``): while every limit has room, step 2 picks without counts.
 2. Pick the most urgent due job that those counts leave room for (``SKIP LOCKED`` where the
    database has it): jobs a full limit holds back are passed over by the pick's own conditions,
    so however many there are, the jobs behind them are claimed as quickly.
 3. For a job under limits, lock its limits' rows (``JobLimit``, in one order, so that two
-   claims never wait for each other in a circle), count again, and take it only if there is
-   still room; a rate-limited kind records the start in its row, still under the lock.
+   claims never wait for each other in a circle; a row not made yet is made by this transaction,
+   which then holds it, where the database returns what it inserts), count again, and take it
+   only if there is still room; a rate-limited kind records the start in its row, still under
+   the lock. A job whose one limit is its key is counted by the take itself (``take_under_key``).
 
 Why the counts under the lock are right, although two workers may both have counted 0 in step 1:
 every claim that takes a job under a limit holds that limit's row lock from before its count
 until its commit. PostgreSQL, and MySQL/MariaDB under Django's default READ COMMITTED (or where
 the count is the transaction's first plain read: the pick and the lock are locking reads), read
-each statement from a snapshot taken when it starts, so the count after the lock sees every
-claim under the limit committed before the lock was granted, and none can commit meanwhile. A
+each statement from a snapshot taken when it starts, so the count after the lock (a statement of
+its own, or the take's) sees every claim under the limit committed before the lock was granted,
+and none can commit meanwhile. A claim that makes a row holds it from its insert: another claim
+making the same row waits for it on the unique index, finds it made, and picks again. A
 held job leaving (finished, released, recovered) only lowers a count, and needs no lock: a claim
 that counted it still held merely holds back a job once more, until the next poll (on
 PostgreSQL, the finish of a limited job NOTIFYs the idle workers). SQLite locks the whole
@@ -47,7 +52,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -60,7 +65,7 @@ from ..limits import RateLimit
 from ..models import Job, JobLimit
 from ..registry import known_kinds, limited_kinds
 from ..status import Status
-from ..transitions import DUE_STATUSES, HELD_STATUSES
+from ..transitions import DUE_STATUSES
 from . import sql
 from .claiming import (
     CLAIM_RETURNING,
@@ -74,8 +79,8 @@ from .claiming import (
     taking_params,
 )
 from .database import database_now, database_now_sql
+from .limit_rows import HELD, Scope, at_rate, locked_rows, record_start, take_under_key
 
-Scope = tuple[str, str]  # (JobLimit.Scope, name)
 KEY, KIND, QUEUE, THROTTLE = (
     JobLimit.Scope.KEY,
     JobLimit.Scope.KIND,
@@ -195,22 +200,19 @@ def held_now(db: BaseDatabaseWrapper) -> Held:
     def count_sql() -> str:
         quote = db.ops.quote_name
         grouped = f"{quote('kind')}, {quote('queue')}, {quote('concurrency_key')}"
-        statuses = ", ".join(["%s"] * len(_HELD))
+        statuses = ", ".join(["%s"] * len(HELD))
         return (
             f"SELECT {grouped}, COUNT(*) FROM {sql.table(db, Job)} "
             f"WHERE {quote('status')} IN ({statuses}) AND {quote('locked_by')} <> '' GROUP BY {grouped}"
         )
 
     held = Held()
-    for kind, queue, key, count in sql.fetch(db, sql.statement(db, ("held",), count_sql), _HELD):
+    for kind, queue, key, count in sql.fetch(db, sql.statement(db, ("held",), count_sql), HELD):
         held.by_kind[kind] += count
         held.by_queue[queue] += count
         if key:
             held.by_key[key] += count
     return held
-
-
-_HELD = sorted(HELD_STATUSES)
 
 
 def throttle_name(kind: str, key: str) -> str:
@@ -248,6 +250,11 @@ def full_rates(db: BaseDatabaseWrapper, limits: Limits) -> dict[Any, datetime]:
 # The claim -------------------------------------------------------------------------------------
 
 
+#: Whether a claim counts what is held before it picks: only while the last count found a limit
+#: full, or a pick made without counting met one. Otherwise it picks the most urgent job under
+#: limits and counts only under the lock, where the count always was (step 3), one round trip
+#: fewer for a worker whose limits have room.
+_count_first = False
 #: Whether the latest look for jobs under limits found one: the next claim then looks for them
 #: first, as a worker busy with them would find nothing elsewhere (the finish of such a job has
 #: already claimed any other job that was due, see ``Lease.finish``).
@@ -290,21 +297,31 @@ def _claim_limited(
     now: datetime,
     limits: Limits,
 ) -> Job | None:
+    global _count_first
     # A job of any kind may be in a limited queue.
     kinds = [*limits.plain_kinds, *limits.limited_kinds] if limits.limited_queues else limits.limited_kinds
-    for _attempt in range(PICKS):
-        held = held_now(db)
-        rated = full_rates(db, limits)
+    for attempt in range(PICKS):
+        counted = _count_first or attempt > 0
+        held, rated = (held_now(db), full_rates(db, limits)) if counted else (Held(), {})
         startable = [kind for kind in kinds if not _kind_is_full(kind, limits, held, rated)]
+        if counted:
+            _count_first = bool(rated) or len(startable) < len(kinds) or _any_full(limits, held)
         if not startable:
             return None
         outcome = _pick_and_take(db, status, startable, request, now, limits, held, rated)
         if not isinstance(outcome, PickAgain):
             return outcome
+        _count_first = True
         if outcome.missing:
             rows = [JobLimit(scope=scope, name=name) for scope, name in outcome.missing]
             JobLimit.objects.bulk_create(rows, ignore_conflicts=True)
     return None
+
+
+def _any_full(limits: Limits, held: Held) -> bool:
+    """Whether a queue's or a key's limit is full, so that a pick must pass over some jobs."""
+    full_queue = any(held.by_queue[queue] >= limit for queue, limit in limits.queues.items())
+    return full_queue or bool(_full_keys(limits, held))
 
 
 def _kind_is_full(kind: str, limits: Limits, held: Held, rated: Mapping[str, Any]) -> bool:
@@ -353,55 +370,37 @@ def _pick_and_take(
         throttle = limits.throttles.get(job.kind)
         throttled = (THROTTLE, throttle_name(job.kind, job.concurrency_key))
         if scopes:
-            locked = _lock(db, scopes)
-            if len(locked) < len(scopes):
-                missing = tuple(scope for scope in scopes if scope not in locked)
-                if db.vendor not in CLAIM_RETURNING:
-                    return PickAgain(missing)
-                locked |= _made(db, missing)
-                if len(locked) < len(scopes):  # another claim made one meanwhile: locked next pick
-                    return PickAgain()
+            locked, missing = locked_rows(db, scopes, make=db.vendor in CLAIM_RETURNING)
+            if missing:
+                return PickAgain(missing)
             rated = {}
             if rate or throttle:
                 # Judged on the database's clock, and claimed at that moment: under the lock the
                 # kind's (or the key's) starts are then recorded in order.
                 now = database_now()
                 prepared_now = sql.prepared_datetime(db, now)
-                rated = _at_rate(locked[(KIND, job.kind)], rate, now) if rate else {}
-            if throttle and _at_rate(locked[throttled], throttle, now):
+                rated = at_rate(locked[(KIND, job.kind)], rate, now) if rate else {}
+            if throttle and at_rate(locked[throttled], throttle, now):
                 return PickAgain()
-            counted_by_take = scopes == [(KEY, job.concurrency_key)] and db.vendor in CLAIM_RETURNING
-            if not counted_by_take and limits.held_back_by(job, held_now(db), rated):
+            key_only = scopes == [(KEY, job.concurrency_key)] and db.vendor in CLAIM_RETURNING
+            if not key_only and limits.held_back_by(job, held_now(db), rated):
                 return PickAgain()
-        take, params = take_statement(db, status), [*taking_params(status, request, prepared_now), job.pk, status]
-        if scopes and counted_by_take:
-            take = _take_under_key(db, status)
-            params += [*_HELD, job.concurrency_key, limits.key_limits[job.kind]]
-        if not sql.run(db, take, params):
+        params = [*taking_params(status, request, prepared_now), job.pk, status]
+        if not _take(db, status, params, limits.key_limits[job.kind] if scopes and key_only else 0, job):
             return PickAgain()
         if rate:
-            _record_start(db, locked[(KIND, job.kind)], rate, now)
+            record_start(db, locked[(KIND, job.kind)], rate, now)
         if throttle:
-            _record_start(db, locked[throttled], throttle, now)
+            record_start(db, locked[throttled], throttle, now)
     as_claimed(job, status, now, request)
     return job
 
 
-def _take_under_key(db: BaseDatabaseWrapper, status: str) -> sql.Statement:
-    """The take of a job whose one limit is its key, counting the key's held jobs as it takes: a
-    statement after the lock, so it counts as ``held_now`` would there, one round trip fewer.
-    Its parameters are the take's, the held statuses, the key and its limit."""
-
-    def take_sql() -> str:
-        quote = db.ops.quote_name
-        statuses = ", ".join(["%s"] * len(_HELD))
-        return (
-            f"{take_statement(db, status).text} AND (SELECT COUNT(*) FROM {sql.table(db, Job)} "
-            f"WHERE {quote('status')} IN ({statuses}) AND {quote('locked_by')} <> '' "
-            f"AND {quote('concurrency_key')} = %s) < %s"
-        )
-
-    return sql.statement(db, ("claim take under key", status), take_sql)
+def _take(db: BaseDatabaseWrapper, status: str, params: list[Any], key_limit: int, job: Job) -> int:
+    """Take ``job`` (``params``: the take's); with ``key_limit``, only while its key has room."""
+    if not key_limit:
+        return sql.run(db, take_statement(db, status), params)
+    return sql.run(db, take_under_key(db, status), [*params, *HELD, job.concurrency_key, key_limit])
 
 
 def _full_keys(limits: Limits, held: Held) -> list[tuple[list[str], list[str]]]:
@@ -463,64 +462,6 @@ def _claiming_transaction(db: BaseDatabaseWrapper) -> Any:
     if db.vendor == "sqlite":
         return sql.transaction(db, statements_only=True, immediate=True)
     return transaction.atomic(using=db.alias)
-
-
-def _lock(db: BaseDatabaseWrapper, scopes: list[Scope]) -> dict[Scope, JobLimit]:
-    """Lock the rows of ``scopes`` (sorted), in their order; the ones that exist."""
-
-    def lock_sql() -> str:
-        quote = db.ops.quote_name
-        each = " OR ".join([f"({quote('scope')} = %s AND {quote('name')} = %s)"] * len(scopes))
-        for_update = " FOR UPDATE" if db.features.has_select_for_update else ""
-        return (
-            f"SELECT {sql.returned_columns(db, JobLimit)} FROM {sql.table(db, JobLimit)} WHERE {each} "
-            f"ORDER BY {quote('scope')}, {quote('name')}{for_update}"
-        )
-
-    statement = sql.statement(db, ("lock limits", len(scopes)), lock_sql)
-    rows = sql.fetch(db, statement, [part for scope in scopes for part in scope])
-    return {(row.scope, row.name): row for row in sql.read_rows(db, JobLimit, rows)}
-
-
-def _made(db: BaseDatabaseWrapper, scopes: tuple[Scope, ...]) -> dict[Scope, JobLimit]:
-    """Make the rows of ``scopes`` in the claim's transaction, which holds those it inserts until it
-    ends; the ones another claim made meanwhile are not returned. A new key costs its first claim
-    one statement, not a pick of its own."""
-    columns = ("scope", "name", "starts")
-    prepare_starts = sql.preparers(db, JobLimit, ["starts"])[0]
-
-    def insert_sql() -> str:
-        quote = db.ops.quote_name
-        rows = ", ".join(["(%s, %s, %s)"] * len(scopes))
-        return (
-            f"INSERT INTO {sql.table(db, JobLimit)} ({', '.join(quote(name) for name in columns)}) "
-            f"VALUES {rows} ON CONFLICT DO NOTHING RETURNING {sql.returned_columns(db, JobLimit)}"
-        )
-
-    statement = sql.statement(db, ("make limits", len(scopes)), insert_sql)
-    params = [value for scope, name in scopes for value in (scope, name, prepare_starts([], db))]
-    rows = sql.fetch(db, statement, params)
-    return {(row.scope, row.name): row for row in sql.read_rows(db, JobLimit, rows)}
-
-
-def _at_rate(row: JobLimit, rate: RateLimit, moment: datetime) -> dict[str, datetime]:
-    """``{kind: until}`` when the kind's latest starts fill its rate at ``moment``, else ``{}``."""
-    latest = row.starts[-rate.starts :]
-    if len(latest) < rate.starts or latest[0] + rate.seconds <= moment.timestamp():
-        return {}
-    return {row.name: datetime.fromtimestamp(latest[0] + rate.seconds, UTC)}
-
-
-def _record_start(db: BaseDatabaseWrapper, row: JobLimit, rate: RateLimit, moment: datetime) -> None:
-    """Add a start at ``moment`` to the kind's latest starts, and note until when they fill its rate."""
-    latest = [*row.starts, moment.timestamp()][-rate.starts :]
-    full_until = datetime.fromtimestamp(latest[0] + rate.seconds, UTC) if len(latest) == rate.starts else None
-    assignments, params = sql.assignments(db, JobLimit, {"starts": latest, "full_until": full_until})
-
-    def update_sql() -> str:
-        return f"UPDATE {sql.table(db, JobLimit)} SET {assignments.sql} WHERE {db.ops.quote_name('id')} = %s"
-
-    sql.run(db, sql.statement(db, ("record start", assignments), update_sql), [*params, row.pk])
 
 
 # Why a job waits -------------------------------------------------------------------------------

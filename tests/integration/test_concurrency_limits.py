@@ -251,3 +251,29 @@ def test_without_limits_a_claim_is_the_one_statement_claim(monkeypatch):
     enqueue("limits_plain")
     finish(claim())
     assert calls == []
+
+
+def test_claims_racing_for_a_new_key_take_no_more_than_its_limit():
+    """Workers that meet a key no claim has seen make its limit row in their claims' transactions:
+    the first holds it, the others wait for it and count again, so the limit holds from the start."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from django.db import connections
+
+    barrier = Barrier(4)
+
+    def claim_in_thread(number):
+        try:
+            barrier.wait(timeout=10)
+            lease = claim(f"racing-{number}")
+            return None if lease is None else lease.job.concurrency_key
+        finally:
+            connections.close_all()
+
+    for server in range(3):
+        enqueue_many("limits_backup", [{"subject": {"server": f"race-{server}"}} for _ in range(4)])
+        with ThreadPoolExecutor(4) as pool:
+            keys = [key for key in pool.map(claim_in_thread, range(4)) if key is not None]
+        assert keys == [f"server-race-{server}"]
+        Job.objects.all().delete()
