@@ -5,8 +5,9 @@ kind with a concurrency key (``bench_keyed``, limit 1), each job with a key of i
 four keys shared by all its jobs; and a mix of the two (alternating at enqueue) while an interval
 schedule of ``bench_scheduled`` fires: due when the worker starts, then every second. Each figure
 is its rate as a fraction of the plain kind's (the same sizes, in the same run): the keyed path's
-cost, per job, is the inverse. The variants are interleaved over ``ROUNDS`` rounds and each
-figure is the median of its rounds, so a busy machine's swings weigh on all of them alike.
+cost, per job, is the inverse. The variants are interleaved over rounds and each
+figure is the median of its rounds (three in a full run, one in a quick one), so a busy machine's
+swings weigh on all of them alike.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from bench.report import Figure
 from django_durajobs import Job, Status, enqueue_many, store
 from django_durajobs.models import Schedule
 
-ROUNDS = 3
 SHARED_KEYS = 4
 BATCH = 1000
 
@@ -84,7 +84,8 @@ def _rate(bench, make, count: int) -> float:
 def kinds(bench) -> list[Figure]:
     count = bench.sizes.kinds
     rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    for _round in range(ROUNDS):
+    rounds = bench.sizes.kinds_rounds
+    for _round in range(rounds):
         for name, make in VARIANTS.items():
             rates[name].append(_rate(bench, make, count))
     plain = statistics.median(rates["plain"])
@@ -104,7 +105,7 @@ def kinds(bench) -> list[Figure]:
                 "jobs/s",
                 versus=ours / plain,
                 versus_what="the plain kind",
-                note=f"cost per job {plain / ours:.2f}× the plain kind's; median of {ROUNDS}",
+                note=f"cost per job {plain / ours:.2f}× the plain kind's; median of {rounds}",
             )
         )
     return figures

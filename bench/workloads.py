@@ -69,6 +69,7 @@ class Sizes:
     prune: tuple[int, int]  # finished jobs in the table as prune() deletes them (bench/pruning.py)
     waiting: tuple[int, int]  # jobs in a timed wait that is not over, beside the due ones (bench/waits.py)
     kinds: int  # jobs per run of each variant of bench/kinds.py
+    kinds_rounds: int  # its rounds, each figure the median of them
 
 
 FULL = Sizes(
@@ -88,6 +89,7 @@ FULL = Sizes(
     prune=(100_000, 1_000_000),
     waiting=(100, 100_000),
     kinds=2_000,
+    kinds_rounds=3,
 )
 # A smoke run (CI): every workload, small. RSS is sampled more often so a short run still has
 # samples after warm-up.
@@ -108,6 +110,7 @@ QUICK = Sizes(
     prune=(5_000, 20_000),
     waiting=(100, 10_000),
     kinds=200,
+    kinds_rounds=1,
 )
 
 
