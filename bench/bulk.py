@@ -23,13 +23,13 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from bench.harness import BATCH, WorkloadFailed
 from bench.report import Figure
 from django_durajobs import Job, enqueue_many
 from django_durajobs.models import JobStep
 from django_durajobs.registry import get_kind
 from django_durajobs.status import Phase, StepState
 
-BATCH = 1000  # jobs per enqueue_many / executemany call
 KIND = "bench_noop1"
 #: The columns ``enqueue_many`` writes for a declared step (the others keep their defaults).
 STEP_COLUMNS = ("job_id", "phase", "position", "step_id", "title", "state", "detail", "error")
@@ -132,8 +132,6 @@ def _insert_same_rows(raw, rows: list[tuple[Any, ...]]) -> None:
 
 
 def _expect_jobs(count: int) -> None:
-    from bench.workloads import WorkloadFailed  # it lists this workload
-
     found = Job.objects.count()
     if found != count:
         raise WorkloadFailed(f"expected {count} jobs, found {found}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from bench.harness import WorkloadFailed
 from bench.report import Figure
 from django_durajobs import Job, Status, enqueue, enqueue_many, store
 from django_durajobs.engine.runner import execute
@@ -56,8 +57,6 @@ def _family(count: int, queue: str) -> Job:
 
 def _settle_ms(bench, small: int, large: int) -> tuple[float, float]:
     """The median milliseconds of one child's run and settle in each family."""
-    from bench.workloads import WorkloadFailed  # it lists this workload
-
     bench.reset()
     parents = [_family(small, "small"), _family(large, "large")]
     bench.analyze()

@@ -38,6 +38,7 @@ from django.db import connection
 from django.db.backends.signals import connection_created
 
 from bench.database import UNPREPARED_VARIABLE, URL_VARIABLE, Target
+from bench.harness import WorkloadFailed, done_rate, run_worker_here, start_worker, wait_until, wait_worker
 from bench.pgstats import Activity, Sampler, database_stats, difference, maintenance, wal_written
 from bench.report import Figure
 from django_durajobs import Job, Status, enqueue, enqueue_many
@@ -161,8 +162,6 @@ def workers_on(route: Route) -> Iterator[None]:
 
 def scale_run(bench, route: Route, steps: int, processes: int) -> Run:
     """``processes`` workers at ``THREADS`` run jobs of ``steps`` steps, all starting together."""
-    from bench.workloads import done_rate, start_worker, wait_until, wait_worker  # it lists this workload
-
     count = bench.sizes.process // (4 if steps else 2)
     bench.reset()
     queue_jobs(KINDS[steps], count, HOLD)
@@ -253,8 +252,6 @@ def costs(bench) -> list[Figure]:
 
 def job_cost(bench, steps: int, count: int) -> Cost:
     """One ``runjobs --burst`` at concurrency 1 over ``count`` jobs: what the database did."""
-    from bench.workloads import done_rate, start_worker, wait_worker
-
     bench.reset()
     queue_jobs(KINDS[steps], count)
     bench.analyze()
@@ -304,8 +301,6 @@ def enqueue_cost(bench, steps: int, count: int) -> tuple[int, int]:
 
 def statements_per_job(bench, steps: int, count: int) -> float:
     """Statements per job of an in-process worker at concurrency 1, every connection counted."""
-    from bench.workloads import WorkloadFailed, run_worker_here
-
     bench.reset()
     queue_jobs(KINDS[steps], count)
     lock, sent = threading.Lock(), [0]

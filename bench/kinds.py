@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from bench.harness import WorkloadFailed, rate, run_worker_here
 from bench.report import Figure
 from django_durajobs import Job, Status, enqueue_many, store
 from django_durajobs.models import Schedule
@@ -64,8 +65,6 @@ VARIANTS = {"plain": _plain, "own_keys": _own_keys, "shared_keys": _shared_keys,
 def _rate(bench, make, count: int) -> float:
     """Jobs/s of one worker at concurrency 1 over the jobs ``make(count)`` queues (and any a schedule
     adds, which must have fired)."""
-    from bench.workloads import WorkloadFailed, rate, run_worker_here  # it lists this workload
-
     bench.reset()
     make(count)
     bench.analyze()

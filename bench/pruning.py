@@ -20,6 +20,7 @@ from django.db import connection
 from django.db.models import Max, Min, Model
 from django.utils import timezone
 
+from bench.harness import WorkloadFailed
 from bench.report import Figure
 from bench.scale_admin import numbered_rows_sql
 from django_durajobs import Event, Job, JobLog, JobStep, Status, prune
@@ -50,8 +51,6 @@ def prune_at_scale(bench) -> list[Figure]:
 
 def pruned(bench, size: int) -> float:
     """Seconds ``prune()`` takes to delete ``size`` jobs filled and analyzed before it."""
-    from bench.workloads import WorkloadFailed  # it lists this workload
-
     bench.reset()
     fill(size)
     bench.analyze()

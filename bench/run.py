@@ -111,15 +111,10 @@ def run_workloads(args: argparse.Namespace, target: Target) -> tuple[list, dict[
     django.setup()
     call_command("migrate", verbosity=0)
 
+    from bench.harness import FULL, QUICK, Bench  # imports models: only once Django is set up
     from bench.rawqueue import open_raw_queue
     from bench.targets import missed_by_half
-    from bench.workloads import (
-        FULL,
-        QUICK,
-        WHEN_NAMED,
-        WORKLOADS,
-        Bench,
-    )  # imports models: only once Django is set up
+    from bench.workloads import WHEN_NAMED, WORKLOADS
 
     raw = open_raw_queue(target)
     raw.create_table()

@@ -20,6 +20,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from bench.harness import WorkloadFailed
 from bench.report import Figure
 from bench.rows import add_jobs
 from django_durajobs import Job, Status, store
@@ -68,8 +69,6 @@ def timed_waits(bench) -> list[Figure]:
 def _wake_passes(bench, waiting: int, times: list[tuple[float, float]]) -> None:
     """Beside ``waiting`` jobs not due, add to ``times`` the milliseconds of ``PASSES`` wake passes
     over ``DUE`` due jobs, per job, each with those of a pass that finds none."""
-    from bench.workloads import WorkloadFailed  # it lists this workload
-
     bench.reset()
     now = timezone.now()
     add_jobs(
