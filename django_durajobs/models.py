@@ -15,12 +15,12 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from .awaitables import awaitable
-from .family import OPEN
 from .indexes import PrefixSearchIndex
+from .querysets import JobQuerySet
 from .registry import facades
 from .routers import creator_deleted
-from .status import TERMINAL, WAITING, Phase, Status, StepState
-from .transitions import HELD_STATUSES, WAKES_BY_ITSELF
+from .status import TERMINAL, Phase, Status, StepState
+from .transitions import WAKES_BY_ITSELF
 from .values import EVENT_NAME_MAX_LENGTH
 
 if TYPE_CHECKING:
@@ -28,40 +28,6 @@ if TYPE_CHECKING:
 
 #: An offered action's id becomes the job's ``resume_action`` when it is chosen.
 ACTION_ID_MAX_LENGTH = 100
-
-
-class JobQuerySet(models.QuerySet):
-    """Jobs by state, named as ``status.py`` names the states and their sets."""
-
-    def queued(self) -> JobQuerySet:
-        return self.filter(status=Status.QUEUED)
-
-    def running(self) -> JobQuerySet:
-        return self.filter(status=Status.RUNNING)
-
-    def done(self) -> JobQuerySet:
-        return self.filter(status=Status.DONE)
-
-    def failed(self) -> JobQuerySet:
-        return self.filter(status=Status.FAILED)
-
-    def waiting(self) -> JobQuerySet:
-        return self.filter(status__in=WAITING)
-
-    def held(self) -> JobQuerySet:
-        """In a status a worker holds a job in: running, or reverting (once its revert is claimed)."""
-        return self.filter(status__in=HELD_STATUSES)
-
-    def terminal(self) -> JobQuerySet:
-        return self.filter(status__in=TERMINAL)
-
-    def unfinished(self) -> JobQuerySet:
-        return self.exclude(status__in=TERMINAL)
-
-    def unsettled(self) -> JobQuerySet:
-        """Not settled: as a child, still to be waited for (``family.OPEN``, named one by one so
-        that ``durajobs_parent_status`` finds a parent's open children without its settled ones)."""
-        return self.filter(status__in=OPEN)
 
 
 class Job(models.Model):
@@ -172,7 +138,13 @@ class Job(models.Model):
         db_index=False,  # durajobs_parent starts with it
     )
     rerun_of = models.ForeignKey(
-        "self", models.SET_NULL, verbose_name=_("rerun of"), null=True, blank=True, related_name="reruns"
+        "self",
+        models.SET_NULL,
+        verbose_name=_("rerun of"),
+        null=True,
+        blank=True,
+        related_name="reruns",
+        db_index=False,  # durajobs_rerun_of, which leaves out the jobs that are no rerun
     )
     fairness_key = models.CharField(
         _("fairness key"),
@@ -242,11 +214,15 @@ class Job(models.Model):
             models.Index(fields=["ended_at"], name="durajobs_ended"),
             # The jobs a sent event wakes, in one statement; the admin's search by event name.
             models.Index(fields=["waits_for_event", "status"], name="durajobs_event_waiters"),
-            # For deleting a user; jobs the system created are not in it.
+            # Deleting a user, and a job that was rerun: only the jobs with one are in them, so that
+            # neither costs the others an entry, and a prune's SET NULL reads no other job.
             models.Index(
                 fields=["created_by"],
                 condition=models.Q(created_by__isnull=False),
                 name="durajobs_created_by",
+            ),
+            models.Index(
+                fields=["rerun_of"], condition=models.Q(rerun_of__isnull=False), name="durajobs_rerun_of"
             ),
         ]
         constraints = [

@@ -46,7 +46,7 @@ LAYERS = (
             "indexes",
         ),
     ),
-    ("models", ("models", "worker_rows", "tallies", "registry", "explain", "migrations")),
+    ("models", ("models", "querysets", "worker_rows", "tallies", "registry", "explain", "migrations")),
     ("store", ("store",)),
     ("ops", ("ops",)),
     ("engine", ("engine",)),

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from django_durajobs import Job, Status, enqueue
 from django_durajobs.signals import job_changed
-from django_durajobs.store import NOTIFY_CHANNEL, claim, database_trouble, wake_due_waits
+from django_durajobs.store import NOTIFY_CHANNEL, claim, database_trouble, delete_jobs, wake_due_waits
 from django_durajobs.worker import Worker, WorkerOptions, refresh_connection
 from tests.factories import insert_copies
 from tests.helpers import wait_for
@@ -203,6 +203,18 @@ def claim_plan() -> str:
     return explained(statement)
 
 
+def rerun_unlink_plan(job_id: int) -> str:
+    """EXPLAIN of the statement with which ``delete_jobs()`` (a prune's batch) unlinks the reruns of
+    the jobs it deletes (taken from a real delete, which is rolled back)."""
+    try:
+        with CaptureQueriesContext(connection) as captured, transaction.atomic():
+            delete_jobs([job_id])
+            raise _Undo
+    except _Undo:
+        pass
+    return explained(next(query["sql"] for query in captured if "rerun_of" in query["sql"]))
+
+
 def wake_plan() -> str:
     """EXPLAIN of the statement ``wake_due_waits()`` runs to find the due timed waits (taken from
     a real pass, which is rolled back)."""
@@ -367,3 +379,19 @@ def test_the_models_pass_the_database_checks_of_the_database_in_use():
     They ask the database what it supports, so they belong with the database."""
     messages = checks.run_checks(databases=["default"], tags=[checks.Tags.models])
     assert [(message.id, message.obj) for message in messages] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_prune_unlinks_reruns_through_durajobs_rerun_of_without_reading_every_job():
+    """20,000 jobs, none of them a rerun: unlinking the reruns of a deleted batch reads the partial
+    index of the reruns (MariaDB/MySQL: the whole index), not the job table. With an index of
+    every job, whose entries are nearly all NULL, SQLite's planner read every job instead, once
+    per batch: pruning a million jobs went four times slower per job than pruning 100,000."""
+    template = enqueue(KIND)[0]
+    Job.objects.filter(pk=template.pk).update(status=Status.DONE, ended_at=timezone.now())
+    insert_copies(template, DUE_BACKLOG)
+    analyze()
+
+    plan = rerun_unlink_plan(template.pk)
+    assert uses_index(plan, "durajobs_rerun_of"), plan
+    assert not reads_every_row(plan), plan
