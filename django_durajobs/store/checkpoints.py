@@ -10,6 +10,7 @@ successor back to pending when the run ends without opening it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -17,6 +18,20 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..models import Job, JobStep
 from ..status import StepState
 from . import sql
+from .set_lists import Shape, set_list, shape
+
+#: In a slot: the parameter is the checkpointed step's id (each column's ``CASE`` tells the rows apart).
+_ITS_STEP_ID = -1
+
+
+@dataclass(frozen=True, eq=False)
+class _Checkpoint:
+    """The statement for one pair of shapes, and per placeholder where its parameter comes from:
+    the values of the step done (0) or of the next one (1), by field name and how to prepare it,
+    or ``_ITS_STEP_ID``."""
+
+    statement: sql.Statement
+    slots: tuple[tuple[int, str | None, Any], ...]
 
 
 def checkpoint_and_start(
@@ -33,35 +48,42 @@ def checkpoint_and_start(
     job is no longer this lease's.
     """
     (step, fields), (successor, start) = done, following
+    shapes = (shape(fields), shape(start))
+    made = sql.kept(db, ("checkpoint and start", *shapes), lambda: _checkpoint(db, *shapes))
+    sides = (fields, start)
+    params = [
+        step.step_id if side == _ITS_STEP_ID else fill if name is None else fill(sides[side][name], db)
+        for side, name, fill in made.slots
+    ]
+    params += [job_id, step.phase, step.step_id, successor.step_id, StepState.PENDING, job_id, job_id, token]
+    return sql.run(db, made.statement, params)
+
+
+def _checkpoint(db: BaseDatabaseWrapper, *shapes: Shape) -> _Checkpoint:
     quote = db.ops.quote_name
     parts: list[str] = []
-    params: list[Any] = []
-    for name in dict.fromkeys([*fields, *start]):
+    slots: list[tuple[int, str | None, Any]] = []
+    kinds = [dict(of) for of in shapes]
+    for name in dict.fromkeys([*kinds[0], *kinds[1]]):
         target = quote(sql.column(sql.concrete_field(JobStep, name)))
         branches: list[str] = []
-        branch_params: list[Any] = [step.step_id]
-        for values in (fields, start):
-            if name not in values:
+        slots.append((_ITS_STEP_ID, None, None))
+        for side, of in enumerate(kinds):
+            if name not in of:
                 branches.append(target)  # kept as it is on the row the other side writes
                 continue
-            made, made_params = sql.assignments(db, JobStep, {name: values[name]})
+            made = set_list(db, JobStep, ((name, of[name]),))
             branches.append(made.sql.removeprefix(f"{target} = "))
-            branch_params += made_params
+            slots += [(side, field_name, fill) for field_name, fill in made.slots]
         parts.append(
             f"{target} = CASE WHEN {quote('step_id')} = %s THEN {branches[0]} ELSE {branches[1]} END"
         )
-        params += branch_params
-
-    def update() -> str:
-        job_table = sql.table(db, Job)
-        return (
-            f"UPDATE {sql.table(db, JobStep)} SET {', '.join(parts)} "
-            f"WHERE {quote('job_id')} = %s AND {quote('phase')} = %s AND ({quote('step_id')} = %s OR "
-            f"({quote('step_id')} = %s AND {quote('state')} = %s AND NOT EXISTS (SELECT 1 FROM {job_table} "
-            f"WHERE {quote('id')} = %s AND ({quote('cancel_requested')} OR {quote('pause_requested')})))) "
-            f"AND EXISTS (SELECT 1 FROM {job_table} WHERE {quote('id')} = %s AND {quote('lease_token')} = %s)"
-        )
-
-    params += [job_id, step.phase, step.step_id, successor.step_id, StepState.PENDING, job_id, job_id, token]
-    statement = sql.statement(db, ("checkpoint and start", tuple(parts)), update)
-    return sql.run(db, statement, params)
+    job_table = sql.table(db, Job)
+    text = (
+        f"UPDATE {sql.table(db, JobStep)} SET {', '.join(parts)} "
+        f"WHERE {quote('job_id')} = %s AND {quote('phase')} = %s AND ({quote('step_id')} = %s OR "
+        f"({quote('step_id')} = %s AND {quote('state')} = %s AND NOT EXISTS (SELECT 1 FROM {job_table} "
+        f"WHERE {quote('id')} = %s AND ({quote('cancel_requested')} OR {quote('pause_requested')})))) "
+        f"AND EXISTS (SELECT 1 FROM {job_table} WHERE {quote('id')} = %s AND {quote('lease_token')} = %s)"
+    )
+    return _Checkpoint(sql.statement(db, ("checkpoint and start", *shapes), lambda: text), tuple(slots))

@@ -20,7 +20,7 @@ from ..models import Event, Job, JobLog, JobStep
 from ..registry import known_kinds
 from ..status import Status
 from ..transitions import DUE_STATUSES
-from . import sql
+from . import set_lists, sql
 from .changes import NOTIFY_CHANNEL, changed_to, notify_due, written
 from .checkpoints import checkpoint_and_start
 from .claiming import ClaimRequest, claim_one, claim_order, claim_params, claim_sql, reverts_looked_for_lately
@@ -109,7 +109,7 @@ class Lease:
 
     def _update_job(self, db: BaseDatabaseWrapper, values: dict[str, Any]) -> tuple[sql.Statement, list[Any]]:
         """The fenced ``UPDATE`` of the job to ``values``, and its parameters."""
-        assignments, params = sql.assignments(db, Job, values)
+        assignments, params = set_lists.assignments(db, Job, values)
 
         def update() -> str:
             quote = db.ops.quote_name
@@ -129,7 +129,7 @@ class Lease:
         The step is found by job, phase and step id, so a step taken from its kind's
         declaration (``JobContext.steps``) needs no id. Returns the number of rows changed.
         """
-        assignments, params = sql.assignments(db, JobStep, fields)
+        assignments, params = set_lists.assignments(db, JobStep, fields)
         flush = no_flush(db) if start else ""
 
         def update() -> str:

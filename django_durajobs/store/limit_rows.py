@@ -10,7 +10,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..limits import RateLimit
 from ..models import Job, JobLimit
 from ..transitions import HELD_STATUSES
-from . import sql
+from . import set_lists, sql
 from .claiming import take_statement
 
 Scope = tuple[str, str]  # (JobLimit.Scope, name)
@@ -80,7 +80,7 @@ def record_start(db: BaseDatabaseWrapper, row: JobLimit, rate: RateLimit, moment
     """Add a start at ``moment`` to the kind's latest starts, and note until when they fill its rate."""
     latest = [*row.starts, moment.timestamp()][-rate.starts :]
     full_until = datetime.fromtimestamp(latest[0] + rate.seconds, UTC) if len(latest) == rate.starts else None
-    assignments, params = sql.assignments(db, JobLimit, {"starts": latest, "full_until": full_until})
+    assignments, params = set_lists.assignments(db, JobLimit, {"starts": latest, "full_until": full_until})
 
     def update_sql() -> str:
         return f"UPDATE {sql.table(db, JobLimit)} SET {assignments.sql} WHERE {db.ops.quote_name('id')} = %s"

@@ -30,7 +30,6 @@ from django.db.models import Field, Model
 from django.db.models.base import ModelState
 from django.db.models.fields.related import RelatedField
 from django.db.models.signals import post_init, pre_init
-from django.db.models.sql import UpdateQuery
 
 from ..conf import get_setting, jobs_database
 from . import pooling
@@ -264,7 +263,7 @@ def returned_columns(db: BaseDatabaseWrapper, model: type[Model]) -> str:
 
 
 #: Fields whose value, when it is already a str, an int, a bool or None, goes to the driver as it is.
-_PLAIN = frozenset(
+PLAIN_FIELD_TYPES = frozenset(
     {
         "AutoField",
         "BigAutoField",
@@ -285,7 +284,7 @@ def _preparer(model: type[Model], name: str) -> Callable[[Any, BaseDatabaseWrapp
     field = concrete_field(model, name)
     target = field.target_field if isinstance(field, RelatedField) else field
     internal_type = target.get_internal_type()
-    if internal_type in _PLAIN and not field.is_relation:
+    if internal_type in PLAIN_FIELD_TYPES and not field.is_relation:
 
         def prepare(value: Any, db: BaseDatabaseWrapper) -> Any:
             if type(value) in _AS_IS or value is True or value is False:
@@ -306,7 +305,7 @@ def _preparer(model: type[Model], name: str) -> Callable[[Any, BaseDatabaseWrapp
     return lambda value, db: field.get_db_prep_save(value, connection=db)
 
 
-def _kept_preparer(
+def kept_preparer(
     db: BaseDatabaseWrapper, model: type[Model], name: str
 ) -> Callable[[Any, BaseDatabaseWrapper], Any]:
     return kept(db, ("prepare", model, name), lambda: _preparer(model, name))
@@ -316,7 +315,7 @@ def preparers(
     db: BaseDatabaseWrapper, model: type[Model], names: Iterable[str]
 ) -> list[Callable[[Any, BaseDatabaseWrapper], Any]]:
     """For each field of ``names``: what makes its value the driver's, as the ORM's save would."""
-    return [_kept_preparer(db, model, name) for name in names]
+    return [kept_preparer(db, model, name) for name in names]
 
 
 def prepared_datetime(db: BaseDatabaseWrapper, value: Any) -> Any:
@@ -410,89 +409,3 @@ def instances(db: BaseDatabaseWrapper, model: type[M], rows_of_values: Iterable[
 
 def _attnames(model: type[Model]) -> tuple[str, ...]:
     return tuple(field.attname for field in model._meta.concrete_fields)
-
-
-# UPDATE … SET ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)  # kept, one per shape: the same object is the same list
-class Assignments:
-    """The ``SET`` list for one shape of values, and what fills each of its placeholders."""
-
-    sql: str
-    #: Per placeholder: the name of the field whose value goes there and how to prepare it, or
-    #: None and a constant parameter of an expression.
-    slots: tuple[tuple[str | None, Any], ...]
-
-
-#: What a value is in the shape of an ``UPDATE``: a parameter, an empty value written as a
-#: literal (a worker clears a dozen fields per job), or else the expression itself.
-_PARAMETER = None
-_NULL = "NULL"
-_EMPTY = "''"
-#: Types that are surely values, not expressions (asking a value for ``resolve_expression``
-#: raises and catches an AttributeError).
-_VALUES = frozenset({bool, int, float, datetime, dict, list})
-
-
-def _takes_literal(field: Any, kind: str) -> bool:
-    """Whether ``kind`` written as SQL stores what the field would (not for JSON: its None is
-    stored as JSON null or SQL NULL as the field decides)."""
-    if field.is_relation:
-        return kind is _NULL
-    internal_type = field.get_internal_type()
-    if kind is _EMPTY:
-        return internal_type in ("CharField", "TextField")
-    return internal_type in _PLAIN or internal_type == "DateTimeField"
-
-
-def _assignments(
-    db: BaseDatabaseWrapper, model: type[Model], shape: tuple[tuple[str, Any], ...]
-) -> Assignments:
-    query = UpdateQuery(model)
-    compiler = query.get_compiler(connection=db)
-    parts: list[str] = []
-    slots: list[tuple[str | None, Any]] = []
-    for name, kind in shape:
-        field = concrete_field(model, name)
-        target = db.ops.quote_name(column(field))
-        literal = kind is _NULL or kind is _EMPTY
-        if literal and _takes_literal(field, kind):
-            parts.append(f"{target} = {kind}")
-            continue
-        if literal or kind is _PARAMETER:
-            parts.append(f"{target} = %s")
-            slots.append((name, _kept_preparer(db, model, name)))
-            continue
-        resolved = kind.resolve_expression(query, allow_joins=False, for_save=True)
-        sql, params = compiler.compile(resolved)
-        parts.append(f"{target} = {sql}")
-        slots.extend((None, param) for param in params)
-    return Assignments(", ".join(parts), tuple(slots))
-
-
-def assignments(
-    db: BaseDatabaseWrapper, model: type[Model], values: dict[str, Any]
-) -> tuple[Assignments, list[Any]]:
-    """The ``SET`` list of an ``UPDATE`` of ``model`` to ``values``, and its parameters.
-
-    ``values`` holds plain values, prepared as their fields prepare them, or constant
-    expressions (``F("attempt") - 1``, a database function), compiled once. None and ""
-    are written into the statement where that stores the same.
-    """
-    kinds: list[tuple[str, Any]] = []
-    for name, value in values.items():
-        kind: Any
-        if value is None:
-            kind = _NULL
-        elif type(value) is str:
-            kind = _EMPTY if value == "" else _PARAMETER
-        elif type(value) in _VALUES or not hasattr(value, "resolve_expression"):
-            kind = _PARAMETER
-        else:
-            kind = value
-        kinds.append((name, kind))
-    shape = tuple(kinds)
-    made = kept(db, ("set", model, shape), lambda: _assignments(db, model, shape))
-    params = [fill if name is None else fill(values[name], db) for name, fill in made.slots]
-    return made, params
