@@ -26,6 +26,7 @@ from ..redaction import describe_exception, shown_text
 from ..registry import JobKind, name_problem
 from ..status import EXTERNAL_WAITS, Phase, Status, StepState
 from ..store import StepRowMissing, database_trouble
+from ..store.checkpoints import declared_steps
 from ..transitions import Trigger, allows
 from ..values import check_message, label, readable_id, short_repr, to_timeout
 from .clock import monotonic
@@ -140,12 +141,7 @@ class JobContext:
         """
         if self.first_run and not self._steps_from_rows:
             declared = self.kind.step_rows() if self.phase == Phase.RUN else []
-            return {
-                step_id: JobStep(
-                    job_id=self.job.pk, phase=self.phase, position=position, step_id=step_id, title=title
-                )
-                for position, (step_id, title) in enumerate(declared)
-            }
+            return {step.step_id: step for step in declared_steps(self.job.pk, self.phase, declared)}
         self._steps_from_rows = True
         return {step.step_id: step for step in self._lease.steps(self.phase)}
 

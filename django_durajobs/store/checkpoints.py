@@ -20,6 +20,30 @@ from ..status import StepState
 from . import sql
 from .set_lists import Shape, set_list, shape
 
+
+def declared_steps(job_id: int, phase: str, declared: list[tuple[str, str]]) -> list[JobStep]:
+    """The rows an enqueue wrote for ``declared`` steps (id and title), as they are until a run
+    marks one: built, not read, and as read rows are built (``sql.instances``), without the cost
+    of ``Model.__init__`` per field, which a first run would otherwise pay for every step."""
+    db = sql.database()
+    blank, places = sql.kept(db, ("blank step",), _blank_step)
+    rows = []
+    for position, (step_id, title) in enumerate(declared):
+        values = blank.copy()
+        for place, value in zip(places, (job_id, phase, position, step_id, title), strict=True):
+            values[place] = value
+        rows.append(values)
+    return sql.instances(db, JobStep, rows)
+
+
+def _blank_step() -> tuple[list[Any], tuple[int, ...]]:
+    """A pending step's values in field order, and where its own (job, phase, position, id, title) go."""
+    fields = JobStep._meta.concrete_fields
+    attnames = [field.attname for field in fields]
+    places = tuple(attnames.index(name) for name in ("job_id", "phase", "position", "step_id", "title"))
+    return [None if field.primary_key else field.get_default() for field in fields], places
+
+
 #: In a slot: the parameter is the checkpointed step's id (each column's ``CASE`` tells the rows apart).
 _ITS_STEP_ID = -1
 
