@@ -79,7 +79,8 @@ def checkpoint_and_start(
         step.step_id if side == _ITS_STEP_ID else fill if name is None else fill(sides[side][name], db)
         for side, name, fill in made.slots
     ]
-    params += [job_id, step.phase, step.step_id, successor.step_id, StepState.PENDING, job_id, job_id, token]
+    params += [job_id, step.phase, step.step_id, successor.step_id, step.step_id, StepState.PENDING]
+    params += [job_id, job_id, token]
     return sql.run(db, made.statement, params)
 
 
@@ -105,8 +106,8 @@ def _checkpoint(db: BaseDatabaseWrapper, *shapes: Shape) -> _Checkpoint:
     job_table = sql.table(db, Job)
     text = (
         f"UPDATE {sql.table(db, JobStep)} SET {', '.join(parts)} "
-        f"WHERE {quote('job_id')} = %s AND {quote('phase')} = %s AND ({quote('step_id')} = %s OR "
-        f"({quote('step_id')} = %s AND {quote('state')} = %s AND NOT EXISTS (SELECT 1 FROM {job_table} "
+        f"WHERE {quote('job_id')} = %s AND {quote('phase')} = %s AND {quote('step_id')} IN (%s, %s) "
+        f"AND ({quote('step_id')} = %s OR ({quote('state')} = %s AND NOT EXISTS (SELECT 1 FROM {job_table} "
         f"WHERE {quote('id')} = %s AND ({quote('cancel_requested')} OR {quote('pause_requested')})))) "
         f"AND EXISTS (SELECT 1 FROM {job_table} WHERE {quote('id')} = %s AND {quote('lease_token')} = %s)"
     )

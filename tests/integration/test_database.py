@@ -3,8 +3,9 @@ models' checks against the database in use.
 
 A worker thread keeps a healthy connection and replaces a broken or aged one; a lost session is
 ``database_trouble``; a claim reads only due jobs, from the due index, however many finished jobs
-there are; a wake pass reads the due timed waits alone; an enqueue that rolls back notifies
-nobody. The worker processes that lose their database are in ``tests/e2e/test_database_workers.py``.
+there are; a wake pass reads the due timed waits alone; a checkpoint reads its two step rows
+alone, however many steps its job has; an enqueue that rolls back notifies nobody. The worker
+processes that lose their database are in ``tests/e2e/test_database_workers.py``.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ import pytest
 from django.core import checks
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.backends.signals import connection_created
+from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_durajobs import Job, Status, enqueue
+from django_durajobs import Job, JobStep, Status, enqueue, enqueue_many
+from django_durajobs.engine.open_step import running_fields
 from django_durajobs.signals import job_changed
+from django_durajobs.status import StepState
 from django_durajobs.store import NOTIFY_CHANNEL, claim, database_trouble, delete_jobs, wake_due_waits
+from django_durajobs.store.checkpoints import checkpoint_and_start
 from django_durajobs.worker import Worker, WorkerOptions, refresh_connection
 from tests.factories import insert_copies
 from tests.helpers import wait_for
@@ -32,6 +37,7 @@ from tests.job_rows import statuses
 from tests.sessions import end_own_session, needs_sessions
 from tests.testapp.kinds_database import (
     KIND,
+    TWO_STEPS,
 )
 
 # 1. Connection hygiene in-process ---------------------------------------------------------------
@@ -171,9 +177,9 @@ DUE_BACKLOG = 20_000
 CLAIMS = 30
 
 
-def analyze() -> None:
+def analyze(model: type[Model] = Job) -> None:
     """What autovacuum (or InnoDB's automatic statistics) soon does in production."""
-    table = connection.ops.quote_name(Job._meta.db_table)
+    table = connection.ops.quote_name(model._meta.db_table)
     with connection.cursor() as cursor:
         if connection.vendor == "mysql":
             cursor.execute(f"ANALYZE TABLE {table}")
@@ -395,3 +401,35 @@ def test_a_prune_unlinks_reruns_through_durajobs_rerun_of_without_reading_every_
     plan = rerun_unlink_plan(template.pk)
     assert uses_index(plan, "durajobs_rerun_of"), plan
     assert not reads_every_row(plan), plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_checkpoint_reads_two_step_rows_however_many_steps_its_job_has():
+    """Among 2,000 jobs of two steps, one of 5,000: the checkpoint that marks one of its steps done
+    and starts the next finds the two rows through the unique index of (job, phase, step). Written
+    as "this step, or that one if pending", SQLite's planner read every step of the job instead
+    once it had statistics: a job's checkpoints would have cost as the square of its steps."""
+    enqueue_many(KIND, [{} for _ in range(2000)])
+    big = enqueue(KIND)[0]
+    Job.objects.filter(pk=big.pk).update(status=Status.RUNNING, lease_token="its-lease")
+    more = [
+        JobStep(job=big, position=position, step_id=f"more-{position}", title="More", state=StepState.PENDING)
+        for position in range(len(TWO_STEPS), 5000)
+    ]
+    JobStep.objects.bulk_create(more, batch_size=500)
+    analyze(Job)
+    analyze(JobStep)
+    done, following = JobStep.objects.filter(job=big).order_by("position")[:2]
+
+    with CaptureQueriesContext(connection) as captured:
+        finished = {"state": StepState.DONE, "ended_at": timezone.now(), "result": None}
+        checkpoint_and_start(connection, big.pk, "its-lease", (done, finished), (following, running_fields()))
+    plan = explained(captured[-1]["sql"])
+
+    unique = (
+        "sqlite_autoindex_django_durajobs_jobstep_1"
+        if connection.vendor == "sqlite"
+        else "durajobs_step_unique"
+    )
+    assert uses_index(plan, unique), plan
+    assert not uses_index(plan, "durajobs_step_order"), plan
