@@ -77,7 +77,7 @@ def claim_fairly(db: BaseDatabaseWrapper, request: ClaimRequest, limits: Limits 
                 else claim_one(db, Status.QUEUED, request, now, kinds, passed_over, KEYLESS)
             )
             tried_keyless = True
-            if unkeyed is None:
+            if unkeyed is None and keys_due:  # from the first key again (a look from it just found none)
                 keys_due = _next_key(db, "", kinds, request.queues, now) is not None
             if not keys_due:
                 _pass_over_turns()

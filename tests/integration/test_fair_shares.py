@@ -89,6 +89,15 @@ def test_while_no_job_with_a_key_is_due_a_job_without_one_costs_what_it_does_wit
     assert statements(20) == plain + 1  # the first claim's look for a key, and no more
 
 
+def test_a_claim_with_nothing_due_looks_for_a_key_once(tenant_jobs):
+    """An idle worker's claims: the look from the first key is the whole look."""
+    with CaptureQueriesContext(connection) as captured:
+        assert fairness.claim_fairly(connection, claiming.ClaimRequest("fair-worker", "token"), None) is None
+
+    by_key = f"ORDER BY {connection.ops.quote_name('fairness_key')}"
+    assert len([query for query in captured if by_key in query["sql"]]) == 1
+
+
 def test_a_job_with_a_key_waits_for_the_next_look_and_never_jumps_the_turns(tenant_jobs, plain_jobs):
     enqueue_many("plain_job", [{} for _ in range(4)])
     assert drain(max_jobs=1) == 1  # its look found no job with a key: claims pass over the turns
