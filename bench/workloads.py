@@ -11,6 +11,7 @@ import random
 import statistics
 import threading
 import time
+from datetime import timedelta
 from queue import Queue
 
 from django.db import connection
@@ -247,6 +248,10 @@ def claim_cost(bench: Bench) -> list[Figure]:
     bench.raw.add_jobs(sizes.backlog, "queued")
     bench.analyze()
     backlog, raw_backlog = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
+    ahead = job.next_run_at - timedelta(minutes=1)
+    add_jobs(sizes.backlog, status=Status.QUEUED, next_run_at=ahead, queue=OTHER_QUEUE)
+    bench.analyze()
+    own_queue = median_claim(job, sizes.claims, queues=[job.queue])
     return [
         Figure("claim_empty", "claim one job, empty table", empty, "ms", raw_empty, note="median"),
         Figure(
@@ -269,18 +274,33 @@ def claim_cost(bench: Bench) -> list[Figure]:
             "the empty table",
             note="median",
         ),
+        Figure(
+            "claim_own_queue",
+            f"claim one job of its queue (runjobs --queue), {sizes.backlog:,} of another queue due before it",
+            own_queue,
+            "ms",
+            None,
+            own_queue / empty,
+            "the empty table",
+            note="median",
+        ),
     ]
 
 
-def median_claim(job: Job, repeats: int) -> float:
-    """Median milliseconds of ``store.claim()`` finding ``job``, after a few untimed claims."""
+#: A queue whose due jobs come before the claimed job's in claim order (``claim_own_queue``).
+OTHER_QUEUE = "bench-other"
+
+
+def median_claim(job: Job, repeats: int, queues: list[str] | None = None) -> float:
+    """Median milliseconds of ``store.claim()`` (of ``queues``) finding ``job``, after a few
+    untimed claims."""
     worker_id = store.new_worker_id("bench")
     queued = Job.objects.filter(pk=job.pk)
     times = []
     for attempt in range(repeats + 5):
         queued.update(status=Status.QUEUED, locked_by="", locked_at=None, lease_token="", started_at=None)
         start = time.perf_counter()
-        lease = store.claim(worker_id)
+        lease = store.claim(worker_id, queues=queues)
         took = time.perf_counter() - start
         if lease is None or lease.job.pk != job.pk:
             raise WorkloadFailed(f"claim() did not find job {job.pk}")

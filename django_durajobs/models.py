@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 #: An offered action's id becomes the job's ``resume_action`` when it is chosen.
 ACTION_ID_MAX_LENGTH = 100
+#: The order claims take due jobs in (store/claiming.py): priority, then interrupted work before
+#: work not started, then when first due, then age; the claim indexes' columns after the status.
+CLAIM_ORDER = ["-priority", "-interrupted", "next_run_at", "id"]
 
 
 class Job(models.Model):
@@ -182,9 +185,10 @@ class Job(models.Model):
         indexes = [
             # What workers claim, in claim order (interrupted work first within its priority, see
             # store/claiming.py). Status leads, so finished jobs, however many, are never scanned.
-            models.Index(
-                fields=["status", "-priority", "-interrupted", "next_run_at", "id"], name="durajobs_due"
-            ),
+            models.Index(fields=["status", *CLAIM_ORDER], name="durajobs_due"),
+            # The same within a queue, for a worker of some queues (runjobs --queue): it would read
+            # past every due job of the other queues in durajobs_due.
+            models.Index(fields=["status", "queue", *CLAIM_ORDER], name="durajobs_queue_due"),
             # Timed waits and deadlines to wake, by moment (store/waking.py); all jobs on MariaDB/MySQL.
             models.Index(
                 fields=["next_run_at", "status"],

@@ -192,13 +192,13 @@ class _Undo(Exception):
     pass
 
 
-def claim_plan() -> str:
-    """EXPLAIN of the statement ``claim()`` runs to find and lock a queued job (taken from a real
-    claim, which is rolled back)."""
+def claim_plan(queues: list[str] | None = None) -> str:
+    """EXPLAIN of the statement ``claim()`` (of ``queues``) runs to find and lock a queued job
+    (taken from a real claim, which is rolled back)."""
     locking = "FOR UPDATE SKIP LOCKED" if connection.vendor != "sqlite" else "LIMIT 1)"
     try:
         with CaptureQueriesContext(connection) as captured, transaction.atomic():
-            claim("database-test-planner")
+            claim("database-test-planner", queues=queues)
             raise _Undo
     except _Undo:
         pass
@@ -313,6 +313,25 @@ def test_a_backlog_of_due_jobs_is_claimed_from_the_due_index():
     assert not reads_every_row(plan), plan
     assert not sorts_the_due_jobs(plan), plan
     claim_several()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_of_one_queue_claims_past_another_queues_backlog_without_reading_it():
+    """20,000 jobs of another queue due before the job: a worker of the job's queue (``runjobs
+    --queue``) reads its queue's part of ``durajobs_queue_due``, in claim order. Through
+    ``durajobs_due`` it read past all of them first: 60 ms a claim behind 100,000 on PostgreSQL,
+    against half a millisecond."""
+    busy = enqueue(KIND, queue="busy")[0]
+    Job.objects.filter(pk=busy.pk).update(next_run_at=timezone.now() - timedelta(hours=1))
+    insert_copies(busy, DUE_BACKLOG)
+    own = enqueue(KIND, queue="own")[0]
+    analyze()
+
+    plan = claim_plan(queues=["own"])
+    assert uses_index(plan, "durajobs_queue_due"), plan
+    assert not sorts_the_due_jobs(plan), plan
+    lease = claim("database-test-worker", queues=["own"])
+    assert lease is not None and lease.job.pk == own.pk
 
 
 @pytest.mark.django_db(transaction=True)
