@@ -117,7 +117,12 @@ def _with_key(db: BaseDatabaseWrapper, key: str) -> Condition:
 def _next_key(
     db: BaseDatabaseWrapper, after: str, kinds: list[str], queues: tuple[str, ...], now: datetime
 ) -> str | None:
-    """The first fairness key after ``after`` (in key order) with a due queued job, or None."""
+    """The first fairness key after ``after`` (in key order) with a due queued job, or None.
+
+    ``> ''`` lets the database read the partial index ``durajobs_fair``; the cursor's bound comes
+    first because SQLite starts its range at the first of two lower bounds: from ``''`` it read
+    every due job of the keys before the cursor, a big key's whole backlog at every turn.
+    """
     quote = db.ops.quote_name
 
     def next_key_sql() -> str:
@@ -125,7 +130,7 @@ def _next_key(
         return (
             f"SELECT {quote('fairness_key')} FROM {sql.table(db, Job)} "
             f"WHERE {quote('status')} = %s "
-            f"AND {quote('fairness_key')} > '' AND {quote('fairness_key')} > %s "
+            f"AND {quote('fairness_key')} > %s AND {quote('fairness_key')} > '' "
             f"AND {quote('next_run_at')} <= %s AND {quote('locked_by')} = '' "
             f"AND {quote('kind')} IN ({', '.join(['%s'] * len(kinds))}){in_queues} "
             f"ORDER BY {quote('fairness_key')} LIMIT 1"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from django_durajobs import Job, drain, enqueue, enqueue_many, job
 from django_durajobs.registry import unregister
@@ -96,6 +97,36 @@ def test_a_claim_with_nothing_due_looks_for_a_key_once(tenant_jobs):
 
     by_key = f"ORDER BY {connection.ops.quote_name('fairness_key')}"
     assert len([query for query in captured if by_key in query["sql"]]) == 1
+
+
+def instructions_of_a_look(after: str) -> int:
+    """SQLite's virtual-machine instructions (in tens) for one look for the key after ``after``."""
+    counted = 0
+
+    def count() -> int:
+        nonlocal counted
+        counted += 1
+        return 0  # go on
+
+    connection.ensure_connection()
+    connection.connection.set_progress_handler(count, 10)
+    try:
+        fairness._next_key(connection, after, ["tenant_job"], (), timezone.now())
+    finally:
+        connection.connection.set_progress_handler(None, 0)
+    return counted
+
+
+def test_a_look_for_the_next_key_reads_nothing_of_the_keys_before_it(db_vendor, tenant_jobs):
+    """The turn after a key with 2,000 due jobs looks no longer than the turn before it: SQLite
+    once started the look at the first key and read all of them, at every turn."""
+    if db_vendor != "sqlite":
+        pytest.skip("SQLite's instruction count")
+    enqueue_many("tenant_job", [{"subject": {"tenant": "big"}} for _ in range(2000)])
+    enqueue("tenant_job", subject={"tenant": "small"})
+
+    before_big, after_big = instructions_of_a_look("a"), instructions_of_a_look("big")
+    assert after_big < 2 * before_big + 50, (before_big, after_big)
 
 
 def test_a_job_with_a_key_waits_for_the_next_look_and_never_jumps_the_turns(tenant_jobs, plain_jobs):
