@@ -116,6 +116,7 @@ def test_two_hundred_open_streams_share_a_few_connections_and_each_gets_every_ch
         loop.close()
 
 
+@pytest.mark.serial  # it times the answers to a thousand requests: beside other suites they took 200 s
 def test_one_user_opening_a_stream_a_thousand_times_is_refused_past_the_limit_and_harms_nothing(
     uvicorn, db_vendor
 ):
@@ -130,8 +131,7 @@ def test_one_user_opening_a_stream_a_thousand_times_is_refused_past_the_limit_an
         streams = loop.run_until_complete(
             all_of(*(Stream.open(uvicorn, f"/jobs/{job.pk}/events/", cookie) for _ in range(1_000)))
         )
-        # A thousand requests at once: on a loaded machine (CI runs three suites side by side on two
-        # cores) answering them all takes tens of seconds, which says nothing about the limit.
+        # A thousand requests at once: 30 s alone on two cores; the bound is a broken path's.
         loop.run_until_complete(all_of(*(stream.until("\r\n\r\n", 200) for stream in streams)))
         statuses = [stream.text.split(" ", 2)[1] for stream in streams]
         assert (statuses.count("200"), statuses.count("429")) == (20, 980)
