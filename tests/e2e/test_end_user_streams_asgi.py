@@ -66,6 +66,7 @@ class Stream:
             self.text += chunk.decode()
 
 
+@pytest.mark.serial  # it times how soon a change reaches two hundred streams
 def test_two_hundred_open_streams_share_a_few_connections_and_each_gets_every_change(uvicorn, db_vendor):
     jobs, cookies = [], []
     for number in range(USERS):

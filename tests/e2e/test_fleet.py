@@ -105,6 +105,7 @@ CHAOS_JOBS = 200
 CHAOS_KILLS = 8
 
 
+@pytest.mark.serial  # it times the fleet's recovery from the last kill
 def test_workers_killed_at_random_moments_lose_no_work_and_rerun_only_the_step_in_flight(child_env, runjobs):
     """A chaos loop SIGKILLs busy workers and starts replacements; afterwards every job is done,
     every step ran at least once and at most once more per time its job's worker was lost,

@@ -172,6 +172,7 @@ def test_sigterm_lets_a_running_job_finish_within_grace_and_claims_nothing_more(
     assert f"Worker {worker_id} stopped" in log_of(proc)
 
 
+@pytest.mark.serial  # it times the hand-over to a worker that starts then (15 s beside three suites)
 def test_sigterm_past_grace_releases_the_job_and_another_worker_takes_it_at_once(
     runjobs, child_env, tmp_path
 ):

@@ -126,7 +126,9 @@ def test_page_and_refresh_of_a_huge_job_are_fast_bounded_and_show_the_right_rows
 
     assert page.status_code == 200 and refresh.status_code == 200
     assert page_seconds < 1.0
-    assert refresh_seconds < 0.1
+    assert (
+        refresh_seconds < 0.2
+    )  # 40-105 ms seen on two cores; a refresh that read every row would take seconds
     assert full_seconds < 0.5
     assert page_queries <= 25
     assert refresh_queries <= 12
