@@ -16,7 +16,9 @@ def add_jobs(count: int, **fields) -> None:
     right whatever columns the job table gains.
     """
     now = timezone.now()
-    row = Job(kind="bench_noop0", label="No-op, no steps", created_at=now, updated_at=now, **fields)
+    row = Job(
+        **{"kind": "bench_noop0", "label": "No-op, no steps", "created_at": now, "updated_at": now, **fields}
+    )
     columns = [field for field in Job._meta.concrete_fields if not field.primary_key]
     names = [connection.ops.quote_name(field.column) for field in columns]
     params = [field.get_db_prep_save(getattr(row, field.attname), connection) for field in columns]

@@ -40,7 +40,13 @@ FULL_RUN_AT_LEAST = {
 }
 #: Flat costs as the work grows, on every database: figure key -> the largest ratio of the figure
 #: to the same work at the small size (its ``versus``). Held to twice, like a latency.
-FLAT = {"claim_finished": 1.3, "claim_backlog": 1.3, "claim_own_queue": 1.3, "wake_large": 1.2}
+FLAT = {
+    "claim_finished": 1.3,
+    "claim_backlog": 1.3,
+    "claim_past_held_back": 1.3,
+    "claim_own_queue": 1.3,
+    "wake_large": 1.2,
+}
 #: Targets not met yet (docs/performance.md says why): figure key -> the ratio a quick run measured
 #: when this was written. Until a target is met, the check holds the figure to half of this (a rate)
 #: or twice it (a latency): a path that got twice as slow fails, the spread of a loaded machine

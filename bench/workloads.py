@@ -11,7 +11,7 @@ import random
 import statistics
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from queue import Queue
 
 from django.db import connection
@@ -226,7 +226,9 @@ def raw_wake_ups(bench: Bench, samples: int, claim: bool = True) -> list[float]:
 
 def claim_cost(bench: Bench) -> list[Figure]:
     """Median time of one claim with nothing but the job in the table, then with many done jobs,
-    then with a backlog of queued jobs too.
+    then with a backlog of queued jobs too, then with as many due before it that a full
+    concurrency key holds back, then of a worker of the job's queue with as many of another queue
+    due before it.
 
     A due-job index that leads with the status keeps the claim from reading finished rows, and
     read in claim order it stops at the first job it can take, however many are queued behind
@@ -249,6 +251,9 @@ def claim_cost(bench: Bench) -> list[Figure]:
     bench.analyze()
     backlog, raw_backlog = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
     ahead = job.next_run_at - timedelta(minutes=1)
+    add_held_back_jobs(sizes.backlog, ahead)
+    bench.analyze()
+    past_held_back = median_claim(job, sizes.claims)
     add_jobs(sizes.backlog, status=Status.QUEUED, next_run_at=ahead, queue=OTHER_QUEUE)
     bench.analyze()
     own_queue = median_claim(job, sizes.claims, queues=[job.queue])
@@ -275,6 +280,16 @@ def claim_cost(bench: Bench) -> list[Figure]:
             note="median",
         ),
         Figure(
+            "claim_past_held_back",
+            f"claim one job, {sizes.backlog:,} of a full concurrency key due before it",
+            past_held_back,
+            "ms",
+            None,
+            past_held_back / empty,
+            "the empty table",
+            note="median",
+        ),
+        Figure(
             "claim_own_queue",
             f"claim one job of its queue (runjobs --queue), {sizes.backlog:,} of another queue due before it",
             own_queue,
@@ -289,6 +304,18 @@ def claim_cost(bench: Bench) -> list[Figure]:
 
 #: A queue whose due jobs come before the claimed job's in claim order (``claim_own_queue``).
 OTHER_QUEUE = "bench-other"
+#: The queue of the jobs a full concurrency key holds back (``claim_past_held_back``): not the
+#: claimed job's, so that a worker of that queue does not read past them.
+HELD_QUEUE = "bench-held"
+
+
+def add_held_back_jobs(count: int, due: datetime) -> None:
+    """One job of a concurrency key held by a worker, and ``count`` more of that key due at
+    ``due``, which it holds back; all enqueued under limits, as ``enqueue()`` would."""
+    now = timezone.now()
+    keyed = {"kind": "bench_keyed", "concurrency_key": "held", "under_limits": True, "queue": HELD_QUEUE}
+    add_jobs(1, status=Status.RUNNING, started_at=now, locked_by="bench-elsewhere", locked_at=now, **keyed)
+    add_jobs(count, status=Status.QUEUED, next_run_at=due, **keyed)
 
 
 def median_claim(job: Job, repeats: int, queues: list[str] | None = None) -> float:

@@ -156,6 +156,9 @@ class Job(models.Model):
         default="",
         help_text=_("Claims take turns among the keys of the due jobs (docs/limits.md#fair-shares)."),
     )
+    #: Whether a limit applied to its kind or queue when it was enqueued: the claim of the jobs no
+    #: limit applies to then never reads it (store/holding.py, "The lanes").
+    under_limits = models.BooleanField(_("under limits"), default=False, editable=False)
     external_ref = models.CharField(_("external reference"), max_length=255, blank=True, default="")
     concurrency_key = models.CharField(
         _("concurrency key"),
@@ -189,6 +192,9 @@ class Job(models.Model):
             # The same within a queue, for a worker of some queues (runjobs --queue): it would read
             # past every due job of the other queues in durajobs_due.
             models.Index(fields=["status", "queue", *CLAIM_ORDER], name="durajobs_queue_due"),
+            # The same apart from the jobs under limits, for the claim of the others: it would read
+            # past every job a full limit holds back in durajobs_due.
+            models.Index(fields=["status", "under_limits", *CLAIM_ORDER], name="durajobs_plain_due"),
             # Timed waits and deadlines to wake, by moment (store/waking.py); all jobs on MariaDB/MySQL.
             models.Index(
                 fields=["next_run_at", "status"],

@@ -336,6 +336,7 @@ class Worker:
                     self._with_database(store.recover),
                     self._with_database(store.wake_forgotten_parents),
                     self._with_database(store.wake_forgotten_event_waiters),
+                    self._with_database(store.lift_stale_lanes),
                 ]
                 if any(recovered):
                     self.wake.set()

@@ -27,8 +27,8 @@ from .family import (
     retried_children,
     reverted_children,
 )
+from .holding import held_back_reason, held_back_reasons, lift_stale_lanes
 from .lease import Lease, StepRowMissing, claim, heartbeat
-from .limiting import held_back_reason, held_back_reasons
 from .listing import find_jobs, step_counts, subject_keys
 from .log import append_log, trim_log
 from .overview import job_stats
@@ -103,6 +103,7 @@ __all__ = [
     "insert_rerun",
     "job_version_unserved",
     "held_back_reasons",
+    "lift_stale_lanes",
     "new_token",
     "passed_over_by_lock",
     "new_worker_id",

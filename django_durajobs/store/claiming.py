@@ -46,19 +46,20 @@ def claim_one(
     kinds: list[str] | None = None,
     passed_over: tuple[str, ...] = (),
     only_if: Condition = ("", ()),
+    plain_lane: bool = False,
 ) -> Job | None:
     """Claim one job in ``status``; ``now`` is the moment it is claimed at (a finish passes its own).
 
-    Only of ``kinds`` (by default every known kind), not in the queues ``passed_over``, and where
-    ``only_if`` holds (SQL after the pick's other conditions, and its parameters).
+    Only of ``kinds`` (by default every known kind), not in the queues ``passed_over``, where
+    ``only_if`` holds (SQL after the pick's other conditions, and its parameters), and with
+    ``plain_lane`` only among the jobs not enqueued under limits.
     """
     kinds = known_kinds() if kinds is None else kinds
     if not kinds:
         return None
     now = now or timezone.now()
-    if db.vendor in CLAIM_RETURNING:
-        return _claim_returning(db, status, kinds, passed_over, request, now, only_if)
-    return _claim_locked(db, status, kinds, passed_over, request, now, only_if)
+    claim = _claim_returning if db.vendor in CLAIM_RETURNING else _claim_locked
+    return claim(db, status, kinds, passed_over, request, now, only_if, plain_lane)
 
 
 #: One more condition of a claim's pick: SQL (`` AND …``) and its parameters.
@@ -92,14 +93,17 @@ def _claim_returning(
     passed_over: tuple[str, ...],
     request: ClaimRequest,
     now: datetime,
-    only_if: Condition = ("", ()),
+    only_if: Condition,
+    plain_lane: bool,
 ) -> Job | None:
     """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING …`` (on PostgreSQL the subquery locks
     with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip."""
     flush = no_flush(db)
     shape = (status, len(kinds), len(request.queues), flush, len(passed_over))
     statement = sql.statement(
-        db, ("claim", *shape, only_if[0]), lambda: claim_sql(db, *shape, only_if=only_if[0])
+        db,
+        ("claim", *shape, only_if[0], plain_lane),
+        lambda: claim_sql(db, *shape, only_if=only_if[0], plain_lane=plain_lane),
     )
     params = claim_params(db, status, kinds, request, now, passed_over)
     params[-1:-1] = only_if[1]  # after the pick's parameters, before the status the update checks
@@ -114,7 +118,8 @@ def _claim_locked(
     passed_over: tuple[str, ...],
     request: ClaimRequest,
     now: datetime,
-    only_if: Condition = ("", ()),
+    only_if: Condition,
+    plain_lane: bool,
 ) -> Job | None:
     """MySQL/MariaDB, which cannot return what an UPDATE changed: read the most urgent due job,
     locked (``SKIP LOCKED`` where the server has it), and take it, in one transaction.
@@ -130,8 +135,8 @@ def _claim_locked(
     columns = sql.returned_columns(db, Job)
     pick = sql.statement(
         db,
-        ("claim pick", *shape, lock, len(passed_over), only_if[0]),
-        lambda: pick_sql(db, *shape, columns, lock, only_if[0], passed_over=len(passed_over)),
+        ("claim pick", *shape, lock, len(passed_over), only_if[0], plain_lane),
+        lambda: pick_sql(db, *shape, columns, lock, only_if[0], len(passed_over), plain_lane),
     )
 
     take = take_statement(db, status)
@@ -241,9 +246,11 @@ def pick_sql(
     lock: str,
     only_if: str = "",
     passed_over: int = 0,
+    plain_lane: bool = False,
 ) -> str:
     """``SELECT what`` of the most urgent due job in ``status``, read from ``durajobs_due`` in claim
-    order (a worker of some queues: ``durajobs_queue_due``); not in ``passed_over`` queues, and
+    order (a worker of some queues: ``durajobs_queue_due``; with ``plain_lane``, among the jobs
+    not enqueued under limits: ``durajobs_plain_due``); not in ``passed_over`` queues, and
     ``only_if`` one more condition holds.
 
     The claim order is the index's (``due_order_sql``): every database walks the index and stops
@@ -254,11 +261,15 @@ def pick_sql(
     in_queues = f" AND {quote('queue')} IN ({', '.join(['%s'] * queues)})" if queues else ""
     if passed_over:
         in_queues += f" AND {quote('queue')} NOT IN ({', '.join(['%s'] * passed_over)})"
-    # MySQL/MariaDB would rather read durajobs_due, in the ORDER BY's order, past every other queue.
-    by_queue = f" FORCE INDEX ({quote('durajobs_queue_due')})" if queues and db.vendor == "mysql" else ""
+    # A literal, so that every planner sees the index's second column fixed.
+    lane = f" AND {quote('under_limits')} = FALSE" if plain_lane and not queues else ""
+    # MySQL/MariaDB would rather read durajobs_due, in the ORDER BY's order, past every other queue
+    # (or every job under limits).
+    index = "durajobs_queue_due" if queues else "durajobs_plain_due" if lane else ""
+    hint = f" FORCE INDEX ({quote(index)})" if index and db.vendor == "mysql" else ""
     return (
-        f"SELECT {what} FROM {sql.table(db, Job)}{by_queue} "
-        f"WHERE {quote('status')} = %s AND {quote('locked_by')} = '' "
+        f"SELECT {what} FROM {sql.table(db, Job)}{hint} "
+        f"WHERE {quote('status')} = %s{lane} AND {quote('locked_by')} = '' "
         f"AND {quote('kind')} IN ({', '.join(['%s'] * kinds)}) AND {next_run_at} <= %s{in_queues}{only_if} "
         f"ORDER BY {due_order_sql(db)} LIMIT 1{lock}"
     )
@@ -295,10 +306,11 @@ def claim_sql(
     flush: str,
     passed_over: int = 0,
     only_if: str = "",
+    plain_lane: bool = False,
 ) -> str:
     """The claim's ``UPDATE … RETURNING``; ``only_if`` is one more condition on the job it picks."""
     quote = db.ops.quote_name
-    pick = pick_sql(db, status, kinds, queues, quote("id"), pick_lock(db), only_if, passed_over)
+    pick = pick_sql(db, status, kinds, queues, quote("id"), pick_lock(db), only_if, passed_over, plain_lane)
     return (
         f"UPDATE {sql.table(db, Job)} SET {_taking_sql(db, status)} "
         f"WHERE {quote('id')} = ({pick}) AND {quote('status')} = %s AND {quote('locked_by')} = ''{flush} "

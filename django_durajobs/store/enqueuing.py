@@ -31,6 +31,7 @@ from .changes import changed_to
 from .database import made_despite_deadlocks
 from .debouncing import checked_window, enqueue_debounced
 from .fairness import fairness_key_of
+from .holding import enqueued_under_limits
 from .inserting import insert_rows
 
 INITIAL_STATUSES = frozenset({Status.QUEUED}) | WAITING
@@ -334,6 +335,7 @@ def _checked_fields(
     fields["fairness_key"] = fairness_key_of(
         definition.name, fields["queue"], _fairness_key(definition, subject)
     )
+    fields["under_limits"] = enqueued_under_limits(definition.name, fields["queue"])
     return definition, fields
 
 

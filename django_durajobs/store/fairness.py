@@ -28,7 +28,7 @@ from ..registry import fair_kinds, known_kinds
 from ..status import Status
 from . import sql
 from .claiming import ClaimRequest, Condition, claim_one
-from .limiting import Limits
+from .holding import Limits
 
 #: How many keys one claim tries when another worker took the chosen key's due jobs meanwhile.
 KEYS_TRIED = 5
@@ -59,11 +59,12 @@ def claim_fairly(db: BaseDatabaseWrapper, request: ClaimRequest, limits: Limits 
     now = timezone.now()
     kinds = known_kinds() if limits is None else limits.plain_kinds
     passed_over = () if limits is None else limits.limited_queues
+    plain_lane = limits is not None
     if not kinds:
         return None
     tried_keyless = not turns_due()
     if tried_keyless:
-        unkeyed = claim_one(db, Status.QUEUED, request, now, kinds, passed_over, KEYLESS)
+        unkeyed = claim_one(db, Status.QUEUED, request, now, kinds, passed_over, KEYLESS, plain_lane)
         if unkeyed is not None:
             return unkeyed
     for _try in range(KEYS_TRIED):
@@ -74,7 +75,7 @@ def claim_fairly(db: BaseDatabaseWrapper, request: ClaimRequest, limits: Limits 
             unkeyed = (
                 None
                 if tried_keyless
-                else claim_one(db, Status.QUEUED, request, now, kinds, passed_over, KEYLESS)
+                else claim_one(db, Status.QUEUED, request, now, kinds, passed_over, KEYLESS, plain_lane)
             )
             tried_keyless = True
             if unkeyed is None and keys_due:  # from the first key again (a look from it just found none)

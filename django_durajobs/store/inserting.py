@@ -122,6 +122,7 @@ ENQUEUED_COLUMNS = (
     "parent_id",
     "concurrency_key",
     "fairness_key",
+    "under_limits",
 )
 
 

@@ -29,7 +29,8 @@ from .enqueuing import enqueue
 from .events import sent_event
 from .fairness import KEYLESS, claim_fairly, fairness_in_force, turns_due
 from .family import children_of, open_children
-from .limiting import claim_limited, claim_under_limits, current_limits, limited_found_lately
+from .holding import current_limits
+from .limiting import claim_limited, claim_under_limits, limited_found_lately
 from .log import append_log, clean_log_line, trim_log
 
 
@@ -288,6 +289,7 @@ class Lease:
         limits = current_limits()
         kinds = known_kinds() if limits is None else limits.plain_kinds
         passed_over = () if limits is None else limits.limited_queues
+        plain_lane = limits is not None
         frees_a_limit = limits is not None and bool(limits.scopes(self.job))
         # Under fair shares, only while claims pass over the turns, and a job without a key.
         keyless = fairness_in_force()
@@ -304,7 +306,7 @@ class Lease:
 
         def write(claiming: bool) -> Job | None:
             """The outcome, and with ``claiming`` the next job's claim: that job, or None."""
-            next_claim = (kinds, passed_over, next_request, keyless) if claiming else None
+            next_claim = (kinds, passed_over, next_request, keyless, plain_lane) if claiming else None
             if in_one_statement:  # the common case, a job done
                 return self._finish_in_one_statement(db, update, params, log_line, next_claim, now, notify)
             with sql.transaction(db, statements_only=not trim):
@@ -321,7 +323,9 @@ class Lease:
                 if not claiming:
                     return None
                 only_if = KEYLESS if keyless else ("", ())
-                return claim_one(db, Status.QUEUED, next_request, now, kinds, passed_over, only_if)
+                return claim_one(
+                    db, Status.QUEUED, next_request, now, kinds, passed_over, only_if, plain_lane
+                )
 
         # InnoDB may make the claim, meeting another worker's, a deadlock's victim, and with it the
         # whole transaction: the outcome is then written again, without the claim.
@@ -338,17 +342,18 @@ class Lease:
         update: sql.Statement,
         params: list[Any],
         log_line: str | None,
-        next_claim: tuple[list[str], tuple[str, ...], ClaimRequest, bool] | None,
+        next_claim: tuple[list[str], tuple[str, ...], ClaimRequest, bool, bool] | None,
         now: datetime,
         notify: bool = False,
     ) -> Job | None:
         """PostgreSQL: the outcome, any log line, with ``notify`` the word to idle workers that a
         job of the queue may start, and with ``next_claim`` (kinds, queues passed over, the claim
-        request, whether of a job without a fairness key) the next claim, in one statement;
+        request, whether of a job without a fairness key, whether in the plain lane) the next
+        claim, in one statement;
         returns the job claimed."""
         queues = self.request.queues
         claimed_shape = (
-            (len(next_claim[0]), len(queues), len(next_claim[1]), next_claim[3]) if next_claim else ()
+            (len(next_claim[0]), len(queues), len(next_claim[1]), *next_claim[3:]) if next_claim else ()
         )
         shape = (update, bool(log_line), notify, *claimed_shape)
         statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
@@ -358,7 +363,7 @@ class Lease:
         if notify:
             params += [NOTIFY_CHANNEL, self.job.queue]
         if next_claim:
-            kinds, passed_over, request, _keyless = next_claim
+            kinds, passed_over, request, *_ = next_claim
             params += claim_params(db, Status.QUEUED, kinds, request, now, passed_over)
         rows = sql.fetch(db, statement, params)
         if not rows:
@@ -375,10 +380,12 @@ class Lease:
         queues: int = 0,
         passed_over: int = 0,
         keyless: bool = False,
+        plain_lane: bool = False,
     ) -> str:
         """PostgreSQL: ``update`` (the fenced outcome), with ``logs`` its log line, with ``notify`` a
         ``pg_notify`` (sent as the statement commits) and, with ``kinds``, the next claim (with
-        ``keyless``, of a job without a fairness key)."""
+        ``keyless``, of a job without a fairness key; with ``plain_lane``, among the jobs not
+        enqueued under limits)."""
         quote = db.ops.quote_name
         finished = f"WITH finished AS ({update.text} RETURNING {quote('id')})"
         if logs:
@@ -394,5 +401,5 @@ class Lease:
         if not kinds:
             return f"{finished} SELECT finished.id FROM {source}"
         only_if = (KEYLESS[0] if keyless else "") + " AND EXISTS (SELECT 1 FROM finished)"
-        claim = claim_sql(db, Status.QUEUED, kinds, queues, "", passed_over, only_if=only_if)
+        claim = claim_sql(db, Status.QUEUED, kinds, queues, "", passed_over, only_if, plain_lane)
         return f"{finished}, claimed AS ({claim}) SELECT claimed.* FROM {source} LEFT JOIN claimed ON true"

@@ -1,19 +1,8 @@
-"""Limits on what runs at once and how often jobs start, and the claim of a job they may hold back.
-
-A job is *held* while a worker holds it: running, or reverting under a lease. The limits:
-
-- a concurrency key (its kind's ``concurrency_key(subject)``, or given to ``enqueue``): no more
-  jobs held with one key, of whatever kind, than the kind's ``concurrency_limit`` (1 by default);
-- ``max_running``: no more jobs of the kind held at once;
-- ``DURAJOBS["QUEUE_LIMITS"][queue]``: no more jobs of the queue held at once;
-- ``rate_limit``: no more starts of the kind in any period (a sliding window on the database's
-  clock) than its rate allows.
-
-A job that a limit holds back stays ``queued``; nothing is written to it (``held_back_reason``
-tells a screen why it waits, from the counts).
+"""The claim of a job that limits may hold back (``holding.py`` says what the limits are).
 
 While nothing is limited, ``claim()`` is the one-statement claim of ``claiming.py``, unchanged.
-Otherwise jobs no limit applies to are still claimed by that statement (restricted to them), and
+Otherwise jobs no limit applies to are still claimed by that statement (restricted to them and to
+the plain lane of ``durajobs_plain_due``, so it never reads past jobs a limit holds back), and
 jobs under limits come here, looked for first as often as pending reverts are (at most every
 ``claiming.REVERT_LOOKUP_SECONDS``), and whenever no other job is due:
 
@@ -23,7 +12,8 @@ jobs under limits come here, looked for first as often as pending reverts are (a
    counting met one (``_count_first``): while every limit has room, step 2 picks without counts.
 2. Pick the most urgent due job that those counts leave room for (``SKIP LOCKED`` where the
    database has it): jobs a full limit holds back are passed over by the pick's own conditions,
-   so however many there are, the jobs behind them are claimed as quickly.
+   in the one statement however many there are (the pick still reads past them, in
+   ``durajobs_due``).
 3. For a job under limits, lock its limits' rows (``JobLimit``, in one order, so that two
    claims never wait for each other in a circle; a row not made yet is made by this transaction,
    which then holds it, where the database returns what it inserts), count again, and take it
@@ -42,30 +32,20 @@ held job leaving (finished, released, recovered) only lowers a count, and needs 
 that counted it still held merely holds back a job once more, until the next poll (on
 PostgreSQL, the finish of a limited job NOTIFYs the idle workers). SQLite locks the whole
 database for the transaction (``BEGIN IMMEDIATE``), so there claims simply take turns.
-
-Over 400 lines: concurrency, rate and throttle limits are judged in the one claim that holds a job
-back; each limit's SQL is the seam.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
-from django.utils.translation import gettext as _
 
-from ..conf import get_setting
-from ..limits import RateLimit
 from ..models import Job, JobLimit
-from ..registry import known_kinds, limited_kinds
-from ..status import Status
-from ..transitions import DUE_STATUSES
 from . import sql
 from .claiming import (
     CLAIM_RETURNING,
@@ -78,173 +58,13 @@ from .claiming import (
     take_statement,
     taking_params,
 )
-from .database import database_now, database_now_sql
+from .database import database_now
+from .holding import KEY, KIND, THROTTLE, Held, Limits, full_rates, held_now, throttle_name
 from .limit_rows import HELD, Scope, at_rate, locked_rows, record_start, take_under_key
 
-KEY, KIND, QUEUE, THROTTLE = (
-    JobLimit.Scope.KEY,
-    JobLimit.Scope.KIND,
-    JobLimit.Scope.QUEUE,
-    JobLimit.Scope.THROTTLE,
-)
 #: How often one claim picks again (its counts were out of date, or its limits' rows were still to
 #: be made) before it gives up until the worker's next look.
 PICKS = 5
-
-
-@dataclass(frozen=True)
-class Held:
-    """How many jobs are held now, by concurrency key, kind and queue."""
-
-    by_key: Counter[str] = field(default_factory=Counter)
-    by_kind: Counter[str] = field(default_factory=Counter)
-    by_queue: Counter[str] = field(default_factory=Counter)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The limits in force: the registered kinds' own, and ``DURAJOBS["QUEUE_LIMITS"]``."""
-
-    key_limits: Mapping[str, int]  # per kind that takes concurrency keys
-    max_running: Mapping[str, int]
-    rates: Mapping[str, RateLimit]
-    queues: Mapping[str, int]
-    throttles: Mapping[str, RateLimit]  # per key of the kind (``Job.concurrency_key``)
-    #: The kinds with limits of their own, and the others: claimed as if nothing were limited,
-    #: unless they are in a limited queue (``limited_queues``).
-    limited_kinds: tuple[str, ...]
-    plain_kinds: list[str]
-    limited_queues: tuple[str, ...]
-
-    def scopes(self, job: Job) -> list[Scope]:
-        """The limits ``job`` is under, in the order their rows are locked."""
-        scopes = []
-        if job.concurrency_key and job.kind in self.key_limits:
-            scopes.append((KEY, job.concurrency_key))
-        if job.kind in self.max_running or job.kind in self.rates:
-            scopes.append((KIND, job.kind))
-        if job.queue in self.queues:
-            scopes.append((QUEUE, job.queue))
-        if job.kind in self.throttles:
-            scopes.append((THROTTLE, throttle_name(job.kind, job.concurrency_key)))
-        return sorted(scopes)
-
-    def held_back_by(self, job: Job, held: Held, full_rates: Mapping[Any, Any]) -> str | None:
-        """Why a limit holds ``job`` back, given what is held and which kinds are at their rate;
-        None when it may start."""
-        key, kind, queue = job.concurrency_key, job.kind, job.queue
-        if key and kind in self.key_limits and held.by_key[key] >= self.key_limits[kind]:
-            return _("Held back: %(held)s of %(limit)s running with key %(key)s") % {
-                "held": held.by_key[key],
-                "limit": self.key_limits[kind],
-                "key": key,
-            }
-        if kind in self.max_running and held.by_kind[kind] >= self.max_running[kind]:
-            return _("Held back: %(held)s of %(limit)s %(kind)s jobs running") % {
-                "held": held.by_kind[kind],
-                "limit": self.max_running[kind],
-                "kind": kind,
-            }
-        if queue in self.queues and held.by_queue[queue] >= self.queues[queue]:
-            return _("Held back: %(held)s of %(limit)s running in queue %(queue)s") % {
-                "held": held.by_queue[queue],
-                "limit": self.queues[queue],
-                "queue": queue,
-            }
-        if (kind, key) in full_rates:
-            return _("Held back: %(kind)s jobs with key %(key)s started at their throttle of %(rate)s") % {
-                "kind": kind,
-                "key": repr(key),
-                "rate": self.throttles[kind],
-            }
-        if kind in full_rates:
-            return _("Held back: %(kind)s jobs started at their rate limit of %(rate)s") % {
-                "kind": kind,
-                "rate": self.rates[kind],
-            }
-        return None
-
-
-_current: tuple[Any, Any, Limits | None] = (None, None, None)
-
-
-def current_limits() -> Limits | None:
-    """The limits in force, or None when nothing is limited (kept until the kinds or the setting change)."""
-    global _current
-    kinds, queues = limited_kinds(), get_setting("QUEUE_LIMITS")
-    if _current[0] is kinds and _current[1] is queues:
-        return _current[2]
-    limits = None
-    if kinds or queues:
-        names = tuple(kind.name for kind in kinds)
-        limits = Limits(
-            key_limits={kind.name: kind.concurrency_limit or 1 for kind in kinds if kind.takes_keys},
-            max_running={kind.name: kind.max_running for kind in kinds if kind.max_running is not None},
-            rates={kind.name: kind.rate_limit for kind in kinds if kind.rate_limit is not None},
-            queues=dict(queues),
-            throttles={kind.name: kind.throttle for kind in kinds if kind.throttle is not None},
-            limited_kinds=names,
-            plain_kinds=[name for name in known_kinds() if name not in names],
-            limited_queues=tuple(sorted(queues)),
-        )
-    _current = (kinds, queues, limits)
-    return limits
-
-
-# Counting --------------------------------------------------------------------------------------
-
-
-def held_now(db: BaseDatabaseWrapper) -> Held:
-    """What is held now, counted in one statement."""
-
-    def count_sql() -> str:
-        quote = db.ops.quote_name
-        grouped = f"{quote('kind')}, {quote('queue')}, {quote('concurrency_key')}"
-        statuses = ", ".join(["%s"] * len(HELD))
-        return (
-            f"SELECT {grouped}, COUNT(*) FROM {sql.table(db, Job)} "
-            f"WHERE {quote('status')} IN ({statuses}) AND {quote('locked_by')} <> '' GROUP BY {grouped}"
-        )
-
-    held = Held()
-    for kind, queue, key, count in sql.fetch(db, sql.statement(db, ("held",), count_sql), HELD):
-        held.by_kind[kind] += count
-        held.by_queue[queue] += count
-        if key:
-            held.by_key[key] += count
-    return held
-
-
-def throttle_name(kind: str, key: str) -> str:
-    """The name of the ``JobLimit`` row of a throttled kind's key."""
-    return f"{kind}:{key}"[:255]
-
-
-def full_rates(db: BaseDatabaseWrapper, limits: Limits) -> dict[Any, datetime]:
-    """The rate-limited kinds at their rate now (on the database's clock), and until when; and the
-    throttled ``(kind, key)`` pairs at their throttle."""
-    if not limits.rates and not limits.throttles:
-        return {}
-
-    def full_sql() -> str:
-        quote = db.ops.quote_name
-        return (
-            f"SELECT {sql.returned_columns(db, JobLimit)} FROM {sql.table(db, JobLimit)} "
-            f"WHERE {quote('scope')} IN (%s, %s) AND {quote('full_until')} > {database_now_sql(db)}"
-        )
-
-    statement = sql.statement(db, ("full rates",), full_sql)
-    full: dict[Any, datetime] = {}
-    for row in sql.read_rows(db, JobLimit, sql.fetch(db, statement, [KIND, THROTTLE])):
-        until = row.full_until
-        if until is None:
-            continue
-        if row.scope == KIND and row.name in limits.rates:
-            full[row.name] = until
-        for kind in limits.throttles if row.scope == THROTTLE else ():
-            if row.name.startswith(f"{kind}:"):
-                full[(kind, row.name[len(kind) + 1 :])] = until
-    return full
 
 
 # The claim -------------------------------------------------------------------------------------
@@ -275,7 +95,8 @@ def claim_under_limits(
     """Claim a job in ``status`` while limits are in force: one that no limit applies to with the
     plain one-statement claim, else (``limited_too``: they were not looked for first) one under
     limits that none holds back."""
-    job = claim_one(db, status, request, timezone.now(), limits.plain_kinds, limits.limited_queues)
+    now = timezone.now()
+    job = claim_one(db, status, request, now, limits.plain_kinds, limits.limited_queues, plain_lane=True)
     if job is None and limited_too:
         return claim_limited(db, status, request, limits)
     return job
@@ -462,34 +283,3 @@ def _claiming_transaction(db: BaseDatabaseWrapper) -> Any:
     if db.vendor == "sqlite":
         return sql.transaction(db, statements_only=True, immediate=True)
     return transaction.atomic(using=db.alias)
-
-
-# Why a job waits -------------------------------------------------------------------------------
-
-
-def held_back_reason(job: Job) -> str | None:
-    """Why a limit holds ``job`` back now (a queued job that is due), or None."""
-    return held_back_reasons([job]).get(job.pk)
-
-
-def held_back_reasons(jobs: Iterable[Job]) -> dict[int, str]:
-    """``held_back_reason`` for many jobs (an admin page's), from one count of what is held."""
-    limits = current_limits()
-    if limits is None:
-        return {}
-    waiting = [job for job in jobs if _due(job) and limits.scopes(job)]
-    if not waiting:
-        return {}
-    db = sql.database()
-    held, rated = held_now(db), full_rates(db, limits)
-    reasons = {job.pk: limits.held_back_by(job, held, rated) for job in waiting}
-    return {pk: reason for pk, reason in reasons.items() if reason}
-
-
-def _due(job: Job) -> bool:
-    """Whether a claim would take ``job`` now, were it not for its limits."""
-    if job.status not in DUE_STATUSES or job.locked_by:
-        return False
-    if job.status == Status.REVERTING:
-        return True
-    return job.next_run_at is not None and job.next_run_at <= timezone.now()

@@ -22,7 +22,7 @@ from ..status import CURRENT_STEP_STATES, TERMINAL, StepState, current_position
 from ..values import to_job_id
 from .database import DatabaseNow, database_now
 from .family import children_counts, children_of
-from .limiting import held_back_reason
+from .holding import held_back_reason
 from .workers import version_unserved
 
 

@@ -11,6 +11,7 @@ Kinds: ``tests/testapp/kinds_concurrency.py``.
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 
@@ -21,7 +22,9 @@ from django.urls import reverse
 from django_durajobs import Job, JobError, Status, drain, enqueue, enqueue_many, job, store
 from django_durajobs.engine.runner import execute
 from django_durajobs.models import JobLimit
-from django_durajobs.store import limiting
+from django_durajobs.store import holding
+from django_durajobs.worker import Worker, WorkerOptions
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -221,6 +224,52 @@ def test_a_thousand_held_back_jobs_do_not_delay_an_unrelated_due_job():
     assert Job.objects.filter(status=Status.QUEUED).exclude(wait_reason="").count() == 0
 
 
+def test_a_new_job_is_in_the_lane_of_the_claim_that_takes_it(settings):
+    """A job of a limited kind or in a limited queue is enqueued under limits, one by one or in
+    bulk; any other is not."""
+    settings.DURAJOBS = {"QUEUE_LIMITS": {LIMITED_QUEUE: 1}}
+    keyed = enqueue("limits_backup", subject={"server": 1})[0]
+    counted = [job for job, _ in enqueue_many("limits_two_at_a_time", [{}] * 3)]
+    in_limited_queue = [job for job, _ in enqueue_many("limits_plain", [{"queue": LIMITED_QUEUE}] * 3)]
+    plain = enqueue("limits_plain")[0]
+    lanes = dict(Job.objects.values_list("pk", "under_limits"))
+    assert all(lanes[job.pk] for job in [keyed, *counted, *in_limited_queue])
+    assert not lanes[plain.pk]
+
+
+def test_a_job_a_lifted_limit_left_in_the_limited_lane_is_moved_and_claimed(settings):
+    """A queue limit lifted (or a process of the release before enqueued the job under it): the
+    claim of the jobs no limit applies to does not look in the limited lane, so the recovery pass
+    moves the job to the plain lane, where it is claimed."""
+    settings.DURAJOBS = {"QUEUE_LIMITS": {LIMITED_QUEUE: 1}}
+    stranded = enqueue("limits_plain", queue=LIMITED_QUEUE)[0]
+    assert stranded.under_limits
+    elsewhere = enqueue("limits_two_at_a_time")[0]  # a limited kind: stays in its lane
+    settings.DURAJOBS = {}
+    assert claim() is not None  # the limited kind's job
+    assert claim() is None  # the stranded one: in no claim's sight
+    assert store.lift_stale_lanes() == 1
+    assert store.lift_stale_lanes() == 0
+    assert claim().job.pk == stranded.pk
+    assert Job.objects.get(pk=elsewhere.pk).under_limits
+
+
+def test_a_worker_moves_a_job_left_in_the_limited_lane_and_runs_it():
+    """The recovery pass is the worker's own: it runs as the worker starts."""
+    stranded = enqueue("limits_plain")[0]
+    Job.objects.filter(pk=stranded.pk).update(under_limits=True)  # as a release that limited its kind
+    worker = Worker(WorkerOptions(concurrency=1, poll_interval=0.05))
+    thread = threading.Thread(target=worker.run, name="test-lanes")  # no signal handlers here
+    thread.start()
+    try:
+        wait_for(lambda: Job.objects.get(pk=stranded.pk).status == Status.DONE)
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive() and not worker.crashed
+    assert not Job.objects.get(pk=stranded.pk).under_limits
+
+
 def test_the_admin_shows_why_a_job_is_held_back(admin_client):
     enqueue("limits_backup", subject={"server": 3})
     held_back, _ = enqueue("limits_restore", subject={"server": 3})
@@ -244,7 +293,7 @@ def test_pruning_forgets_the_rows_of_keys_no_unfinished_job_has():
 
 def test_without_limits_a_claim_is_the_one_statement_claim(monkeypatch):
     """A deployment with no limit at all claims as if limits did not exist."""
-    monkeypatch.setattr(limiting, "current_limits", lambda: None)
+    monkeypatch.setattr(holding, "current_limits", lambda: None)
     monkeypatch.setattr(store.lease, "current_limits", lambda: None)
     calls = []
     monkeypatch.setattr(store.lease, "claim_under_limits", lambda *args: calls.append(args))

@@ -40,6 +40,8 @@ from tests.testapp.kinds_database import (
     TWO_STEPS,
 )
 
+LIMITED_KIND = "limits_backup"  # one job at a time per server (tests/testapp/kinds_concurrency.py)
+
 # 1. Connection hygiene in-process ---------------------------------------------------------------
 
 
@@ -299,8 +301,10 @@ def test_claiming_ignores_finished_jobs_however_many():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_backlog_of_due_jobs_is_claimed_from_the_due_index():
-    """20,000 due jobs, a tenth of them interrupted work: a claim takes the most urgent from
-    ``durajobs_due`` in the index's own order instead of sorting them all."""
+    """20,000 due jobs, a tenth of them interrupted work: a claim takes the most urgent in the
+    index's own order instead of sorting them all (the test app has limited kinds, so the claim of
+    the others may read their lane of it, ``durajobs_plain_due``: with no job under limits, the
+    two are alike)."""
 
     template = enqueue(KIND)[0]
     insert_copies(template, DUE_BACKLOG)
@@ -309,10 +313,34 @@ def test_a_backlog_of_due_jobs_is_claimed_from_the_due_index():
     analyze()
 
     plan = claim_plan()
-    assert uses_index(plan), plan
+    assert uses_index(plan) or uses_index(plan, "durajobs_plain_due"), plan
     assert not reads_every_row(plan), plan
     assert not sorts_the_due_jobs(plan), plan
     claim_several()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_reads_past_none_of_the_jobs_a_full_limit_holds_back():
+    """20,000 due jobs of one concurrency key, more urgent and older than a job no limit applies
+    to, held back while one of them runs: the claim of the other job reads ``durajobs_plain_due``,
+    where jobs enqueued under limits are apart. Through ``durajobs_due`` it read past all of them
+    (12 ms a claim on PostgreSQL, 43 times the empty table)."""
+    holder = enqueue(LIMITED_KIND, subject={"server": 1}, priority=100)[0]
+    assert holder.under_limits
+    assert claim("database-test-holder").job.pk == holder.pk
+    held = enqueue(LIMITED_KIND, subject={"server": 1}, priority=100)[0]
+    Job.objects.filter(pk=held.pk).update(next_run_at=timezone.now() - timedelta(hours=1))
+    insert_copies(held, DUE_BACKLOG)
+    plain = enqueue(KIND)[0]
+    assert not plain.under_limits
+    analyze()
+
+    plan = claim_plan()
+    assert uses_index(plan, "durajobs_plain_due"), plan
+    assert not sorts_the_due_jobs(plan), plan
+    lease = claim("database-test-worker")
+    assert lease is not None and lease.job.pk == plain.pk
+    assert claim("database-test-worker") is None
 
 
 @pytest.mark.django_db(transaction=True)
