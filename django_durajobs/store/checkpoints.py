@@ -111,4 +111,4 @@ def _checkpoint(db: BaseDatabaseWrapper, *shapes: Shape) -> _Checkpoint:
         f"WHERE {quote('id')} = %s AND ({quote('cancel_requested')} OR {quote('pause_requested')})))) "
         f"AND EXISTS (SELECT 1 FROM {job_table} WHERE {quote('id')} = %s AND {quote('lease_token')} = %s)"
     )
-    return _Checkpoint(sql.statement(db, ("checkpoint and start", *shapes), lambda: text), tuple(slots))
+    return _Checkpoint(sql.as_statement(db, text), tuple(slots))

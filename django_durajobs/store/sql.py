@@ -79,13 +79,13 @@ class Statement:
 
 def statement(db: BaseDatabaseWrapper, key: tuple[Any, ...], make: Callable[[], str]) -> Statement:
     """The kept ``Statement`` that ``make()`` writes (with Django's ``%s`` placeholders)."""
+    return kept(db, ("statement", *key), lambda: as_statement(db, make()))
 
-    def made() -> Statement:
-        text = make()
-        native = _FORMAT_PLACEHOLDER.sub("?", text).replace("%%", "%") if db.vendor == "sqlite" else text
-        return Statement(text, native)
 
-    return kept(db, ("statement", *key), made)
+def as_statement(db: BaseDatabaseWrapper, text: str) -> Statement:
+    """``text`` (with Django's ``%s`` placeholders) as a ``Statement``, for a value kept with others."""
+    native = _FORMAT_PLACEHOLDER.sub("?", text).replace("%%", "%") if db.vendor == "sqlite" else text
+    return Statement(text, native)
 
 
 def run(db: BaseDatabaseWrapper, statement: Statement, params: Sequence[Any]) -> int:
