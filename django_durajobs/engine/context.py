@@ -31,6 +31,14 @@ from ..transitions import Trigger, allows
 from ..values import check_message, label, readable_id, short_repr, to_timeout
 from .clock import monotonic
 from .describe import family_summary
+from .interrupts import (
+    STOPS,
+    Interrupt,
+    NeedsUserInterrupt,
+    RetryLaterInterrupt,
+    WaitForChildrenInterrupt,
+    WaitInterrupt,
+)
 from .open_step import OpenStep, StartedAhead, running_fields, step_result
 from .waits import moment, offered_actions
 
@@ -42,65 +50,6 @@ T = TypeVar("T")
 #: What the checks of every step name in their error messages (translated only then).
 A_STEP_ID = gettext_lazy("A step id")
 TIMEOUT_OF_STEP = gettext_lazy("Step %(step)s's timeout")
-
-
-class Interrupt(BaseException):
-    """Ends a run early without failing it.
-
-    A ``BaseException``, like ``GeneratorExit``: a job's own ``except Exception`` must not
-    swallow a wait or a cancellation.
-    """
-
-    step_state = StepState.PENDING
-    detail = ""
-
-
-class WaitInterrupt(Interrupt):
-    step_state = StepState.WAITING
-
-    def __init__(self, reason: str, resume_at: datetime | None, status: str) -> None:
-        self.detail = reason
-        self.resume_at = resume_at
-        self.status = status
-
-
-class WaitForChildrenInterrupt(WaitInterrupt):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason, None, Status.AWAITING_EXTERNAL)
-
-
-class NeedsUserInterrupt(Interrupt):
-    step_state = StepState.NEEDS_USER
-
-    def __init__(
-        self,
-        message: str,
-        actions: list[dict[str, Any]] | None,
-        deadline: datetime | None = None,
-        on_deadline: str = "",
-    ) -> None:
-        self.detail = message
-        self.actions = actions
-        self.deadline = deadline
-        self.on_deadline = on_deadline
-
-
-class RetryLaterInterrupt(Interrupt):
-    def __init__(self, seconds: float, reason: str) -> None:
-        self.seconds = seconds
-        self.detail = reason
-
-
-class CancelInterrupt(Interrupt):
-    """An operator's cancel, seen at a step boundary."""
-
-
-class PauseInterrupt(Interrupt):
-    """An operator's pause, seen at a step boundary."""
-
-
-#: What ends a run when an operator asked for it (``Lease.stop_requested()``).
-STOPS = {"cancel": CancelInterrupt, "pause": PauseInterrupt}
 
 
 class JobContext:

@@ -20,7 +20,7 @@ from ..redaction import shown_text
 from ..status import Status
 from ..store import event_wait_reason
 from ..values import label, to_event_name, to_timeout
-from .context import WaitInterrupt
+from .interrupts import WaitInterrupt
 
 if TYPE_CHECKING:
     from .context import JobContext

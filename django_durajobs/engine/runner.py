@@ -21,17 +21,17 @@ from ..status import WAITING, Phase, Status, StepState
 from ..store import database_trouble
 from ..transitions import Trigger, transition
 from . import retry
-from .context import (
+from .context import JobContext
+from .events import WaitForEventInterrupt, without_timeout
+from .interrupts import (
     CancelInterrupt,
     Interrupt,
-    JobContext,
     NeedsUserInterrupt,
     PauseInterrupt,
     RetryLaterInterrupt,
     WaitForChildrenInterrupt,
     WaitInterrupt,
 )
-from .events import WaitForEventInterrupt, without_timeout
 from .open_step import step_result
 from .ports import RunStore
 from .versions import left_behind

@@ -19,7 +19,8 @@ from ..errors import JobError
 from ..models import JobStep
 from ..registry import JobKind
 from ..status import Phase, StepState
-from .context import JobContext, RetryLaterInterrupt
+from .context import JobContext
+from .interrupts import RetryLaterInterrupt
 
 if TYPE_CHECKING:
     from .ports import RunStore

@@ -15,7 +15,7 @@ from django.utils.module_loading import import_string
 from django.utils.translation import gettext as _
 
 from ..engine import retry
-from ..engine.context import Interrupt
+from ..engine.interrupts import Interrupt
 from ..errors import JobError, LeaseLost, raised_by_the_job
 from ..redaction import package_logger
 from ..registry import JobKind, register_kind
