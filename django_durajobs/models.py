@@ -20,7 +20,7 @@ from .querysets import JobQuerySet
 from .registry import facades
 from .routers import creator_deleted
 from .status import TERMINAL, Phase, Status, StepState
-from .transitions import WAKES_BY_ITSELF
+from .transitions import CLAIMABLE, WAKES_BY_ITSELF
 from .values import EVENT_NAME_MAX_LENGTH
 
 if TYPE_CHECKING:
@@ -192,9 +192,14 @@ class Job(models.Model):
             # The same within a queue, for a worker of some queues (runjobs --queue): it would read
             # past every due job of the other queues in durajobs_due.
             models.Index(fields=["status", "queue", *CLAIM_ORDER], name="durajobs_queue_due"),
-            # The same apart from the jobs under limits, for the claim of the others: it would read
-            # past every job a full limit holds back in durajobs_due.
-            models.Index(fields=["status", "under_limits", *CLAIM_ORDER], name="durajobs_plain_due"),
+            # The due jobs apart from those under limits, for the claim of the others: it would read
+            # past every job a full limit holds back in durajobs_due. Only due jobs are in it, so a
+            # claim and an outcome write no entry into it (all jobs on MariaDB/MySQL).
+            models.Index(
+                fields=["status", "under_limits", *CLAIM_ORDER],
+                condition=models.Q(status__in=CLAIMABLE),
+                name="durajobs_plain_due",
+            ),
             # Timed waits and deadlines to wake, by moment (store/waking.py); all jobs on MariaDB/MySQL.
             models.Index(
                 fields=["next_run_at", "status"],

@@ -407,6 +407,9 @@ def described(*triggers: Trigger) -> str:
 RERUNNABLE = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
 #: The statuses a claim takes a job from; its ``next_run_at`` says when it is due.
 DUE_STATUSES = sources(Trigger.CLAIM)
+#: The same in a fixed order: the index of the due jobs no limit applies to names them as its
+#: condition (``durajobs_plain_due``).
+CLAIMABLE = tuple(sorted(DUE_STATUSES))
 #: The statuses of a job a worker holds (its lease): a release gives it back.
 HELD_STATUSES = sources(Trigger.RELEASE)
 #: The statuses a job wakes from by itself when its ``next_run_at`` comes (a timed wait, a

@@ -16,7 +16,16 @@ from ..conf import jobs_database
 from ..models import Job
 from ..registry import known_kinds
 from ..status import Status
-from ..transitions import ATTEMPT_COUNTED, NOW, NOW_IF_UNSET, TRANSITIONS, Marker, Transition, Trigger
+from ..transitions import (
+    ATTEMPT_COUNTED,
+    CLAIMABLE,
+    NOW,
+    NOW_IF_UNSET,
+    TRANSITIONS,
+    Marker,
+    Transition,
+    Trigger,
+)
 from . import sql
 from .database import database_now_sql, no_flush
 
@@ -261,8 +270,14 @@ def pick_sql(
     in_queues = f" AND {quote('queue')} IN ({', '.join(['%s'] * queues)})" if queues else ""
     if passed_over:
         in_queues += f" AND {quote('queue')} NOT IN ({', '.join(['%s'] * passed_over)})"
-    # A literal, so that every planner sees the index's second column fixed.
-    lane = f" AND {quote('under_limits')} = FALSE" if plain_lane and not queues else ""
+    # Literals, as durajobs_plain_due's second column and its condition say them: every planner
+    # then sees the column fixed, and SQLite and PostgreSQL (with a generic plan) the condition met.
+    claimable = ", ".join(f"'{status}'" for status in CLAIMABLE)
+    lane = (
+        f" AND {quote('under_limits')} = FALSE AND {quote('status')} IN ({claimable})"
+        if plain_lane and not queues
+        else ""
+    )
     # MySQL/MariaDB would rather read durajobs_due, in the ORDER BY's order, past every other queue
     # (or every job under limits).
     index = "durajobs_queue_due" if queues else "durajobs_plain_due" if lane else ""
