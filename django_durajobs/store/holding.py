@@ -38,7 +38,7 @@ from ..limits import RateLimit
 from ..models import Job, JobLimit
 from ..registry import known_kinds, limited_kinds
 from ..status import Status
-from ..transitions import DUE_STATUSES
+from ..transitions import CLAIMABLE, DUE_STATUSES
 from . import sql
 from .database import database_now_sql
 from .limit_rows import HELD, Scope
@@ -250,20 +250,37 @@ def enqueued_under_limits(kind: str, queue: str) -> bool:
 
 def lift_stale_lanes() -> int:
     """Move the due jobs in the limited lane that no limit applies to any more (a release lifted
-    it, or a process of the release before enqueued them) to the plain lane; how many moved."""
+    it, or a process of the release before enqueued them) to the plain lane; how many moved.
+
+    The look reads the limited lane of ``durajobs_plain_due``: the jobs a full limit holds back
+    now, not the whole backlog."""
     limits = current_limits()
-    if limits is None:
-        return 0  # every claim then reads durajobs_due, both lanes
-    stale = (
-        Job.objects.filter(status__in=DUE_STATUSES, under_limits=True, kind__in=limits.plain_kinds)
-        .exclude(queue__in=limits.limited_queues)
-        .order_by()
-        .values_list("pk", flat=True)
+    if limits is None or not limits.plain_kinds:
+        return 0  # without limits every claim reads durajobs_due, both lanes
+    db = sql.database()
+    kinds, queues = limits.plain_kinds, limits.limited_queues
+    look = sql.statement(
+        db, ("stale lanes", len(kinds), len(queues)), lambda: _stale_sql(db, len(kinds), len(queues))
     )
     moved = 0
     while True:
-        batch = list(stale[:LANE_BATCH])
+        batch = [pk for (pk,) in sql.fetch(db, look, [*kinds, *queues])]
         if batch:
             moved += Job.objects.filter(pk__in=batch, under_limits=True).update(under_limits=False)
         if len(batch) < LANE_BATCH:
             return moved
+
+
+def _stale_sql(db: BaseDatabaseWrapper, kinds: int, queues: int) -> str:
+    """Up to LANE_BATCH ids of due jobs in the limited lane of ``kinds`` not in ``queues``; the
+    statuses and the lane written as ``durajobs_plain_due`` says them (SQLite reads a partial
+    index only for its condition word for word)."""
+    quote = db.ops.quote_name
+    claimable = ", ".join(f"'{status}'" for status in CLAIMABLE)
+    in_kinds = ", ".join(["%s"] * kinds)
+    not_in_queues = f" AND {quote('queue')} NOT IN ({', '.join(['%s'] * queues)})" if queues else ""
+    return (
+        f"SELECT {quote('id')} FROM {sql.table(db, Job)} WHERE {quote('status')} IN ({claimable}) "
+        f"AND {quote('under_limits')} = TRUE AND {quote('kind')} IN ({in_kinds}){not_in_queues} "
+        f"LIMIT {LANE_BATCH}"
+    )
