@@ -271,10 +271,9 @@ def pick_sql(
     if passed_over:
         in_queues += f" AND {quote('queue')} NOT IN ({', '.join(['%s'] * passed_over)})"
     # Literals, as durajobs_plain_due's second column and its condition say them: every planner
-    # then sees the column fixed, and SQLite and PostgreSQL (with a generic plan) the condition met.
-    claimable = ", ".join(f"'{status}'" for status in CLAIMABLE)
+    # then sees the column fixed, and the condition met.
     lane = (
-        f" AND {quote('under_limits')} = FALSE AND {quote('status')} IN ({claimable})"
+        f" AND {quote('under_limits')} = FALSE AND {sql.status_in(db, CLAIMABLE)}"
         if plain_lane and not queues
         else ""
     )

@@ -273,14 +273,12 @@ def lift_stale_lanes() -> int:
 
 def _stale_sql(db: BaseDatabaseWrapper, kinds: int, queues: int) -> str:
     """Up to LANE_BATCH ids of due jobs in the limited lane of ``kinds`` not in ``queues``; the
-    statuses and the lane written as ``durajobs_plain_due`` says them (SQLite reads a partial
-    index only for its condition word for word)."""
+    statuses and the lane written as ``durajobs_plain_due`` says them."""
     quote = db.ops.quote_name
-    claimable = ", ".join(f"'{status}'" for status in CLAIMABLE)
     in_kinds = ", ".join(["%s"] * kinds)
     not_in_queues = f" AND {quote('queue')} NOT IN ({', '.join(['%s'] * queues)})" if queues else ""
     return (
-        f"SELECT {quote('id')} FROM {sql.table(db, Job)} WHERE {quote('status')} IN ({claimable}) "
+        f"SELECT {quote('id')} FROM {sql.table(db, Job)} WHERE {sql.status_in(db, CLAIMABLE)} "
         f"AND {quote('under_limits')} = TRUE AND {quote('kind')} IN ({in_kinds}){not_in_queues} "
         f"LIMIT {LANE_BATCH}"
     )

@@ -88,10 +88,10 @@ def _due_waits(db: BaseDatabaseWrapper) -> sql.Statement:
 
     def make() -> str:
         quote = db.ops.quote_name
-        statuses = ", ".join(f"'{status}'" for status in WAKES_BY_ITSELF)
         return (
             f"SELECT {quote('id')} FROM {sql.table(db, Job)} WHERE {quote('next_run_at')} <= %s "
-            f"AND {quote('status')} IN ({statuses}) ORDER BY {quote('next_run_at')}, {quote('id')} LIMIT %s"
+            f"AND {sql.status_in(db, WAKES_BY_ITSELF)} "
+            f"ORDER BY {quote('next_run_at')}, {quote('id')} LIMIT %s"
         )
 
     return sql.statement(db, ("due waits",), make)
