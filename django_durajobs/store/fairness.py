@@ -24,11 +24,11 @@ from django.utils import timezone
 
 from ..conf import get_setting
 from ..models import Job
-from ..registry import fair_kinds, known_kinds
+from ..registry import fair_kinds
 from ..status import Status
 from . import sql
 from .claiming import ClaimRequest, Condition, claim_one
-from .holding import Limits
+from .holding import Limits, plain_claim
 
 #: How many keys one claim tries when another worker took the chosen key's due jobs meanwhile.
 KEYS_TRIED = 5
@@ -57,9 +57,7 @@ def claim_fairly(db: BaseDatabaseWrapper, request: ClaimRequest, limits: Limits 
     a queue that no limit applies to."""
     global _cursor
     now = timezone.now()
-    kinds = known_kinds() if limits is None else limits.plain_kinds
-    passed_over = () if limits is None else limits.limited_queues
-    plain_lane = limits is not None
+    kinds, passed_over, plain_lane = plain_claim(limits)
     if not kinds:
         return None
     tried_keyless = not turns_due()

@@ -242,6 +242,14 @@ def _due(job: Job) -> bool:
 # Lanes -----------------------------------------------------------------------------------------
 
 
+def plain_claim(limits: Limits | None) -> tuple[list[str], tuple[str, ...], bool]:
+    """What the claim of the jobs no limit applies to looks through: their kinds, the limited
+    queues it passes over, and whether it reads the plain lane (while any limit is in force)."""
+    if limits is None:
+        return known_kinds(), (), False
+    return limits.plain_kinds, limits.limited_queues, True
+
+
 def enqueued_under_limits(kind: str, queue: str) -> bool:
     """Whether a new job of ``kind`` in ``queue`` is claimed under limits (``Job.under_limits``)."""
     limits = current_limits()

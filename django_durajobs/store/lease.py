@@ -17,7 +17,6 @@ from django.utils import timezone
 from ..conf import get_setting, jobs_database
 from ..errors import LeaseLost
 from ..models import Event, Job, JobLog, JobStep
-from ..registry import known_kinds
 from ..status import Status
 from ..transitions import DUE_STATUSES
 from . import set_lists, sql
@@ -29,7 +28,7 @@ from .enqueuing import enqueue
 from .events import sent_event
 from .fairness import KEYLESS, claim_fairly, fairness_in_force, turns_due
 from .family import children_of, open_children
-from .holding import current_limits
+from .holding import current_limits, plain_claim
 from .limiting import claim_limited, claim_under_limits, limited_found_lately
 from .log import append_log, clean_log_line, trim_log
 
@@ -287,9 +286,7 @@ class Lease:
         )
         steps = list(steps)
         limits = current_limits()
-        kinds = known_kinds() if limits is None else limits.plain_kinds
-        passed_over = () if limits is None else limits.limited_queues
-        plain_lane = limits is not None
+        kinds, passed_over, lane = plain_claim(limits)
         frees_a_limit = limits is not None and bool(limits.scopes(self.job))
         # Under fair shares, only while claims pass over the turns, and a job without a key.
         keyless = fairness_in_force()
@@ -306,7 +303,7 @@ class Lease:
 
         def write(claiming: bool) -> Job | None:
             """The outcome, and with ``claiming`` the next job's claim: that job, or None."""
-            next_claim = (kinds, passed_over, next_request, keyless, plain_lane) if claiming else None
+            next_claim = (kinds, passed_over, next_request, keyless, lane) if claiming else None
             if in_one_statement:  # the common case, a job done
                 return self._finish_in_one_statement(db, update, params, log_line, next_claim, now, notify)
             with sql.transaction(db, statements_only=not trim):
@@ -323,9 +320,7 @@ class Lease:
                 if not claiming:
                     return None
                 only_if = KEYLESS if keyless else ("", ())
-                return claim_one(
-                    db, Status.QUEUED, next_request, now, kinds, passed_over, only_if, plain_lane
-                )
+                return claim_one(db, Status.QUEUED, next_request, now, kinds, passed_over, only_if, lane)
 
         # InnoDB may make the claim, meeting another worker's, a deadlock's victim, and with it the
         # whole transaction: the outcome is then written again, without the claim.
@@ -349,8 +344,7 @@ class Lease:
         """PostgreSQL: the outcome, any log line, with ``notify`` the word to idle workers that a
         job of the queue may start, and with ``next_claim`` (kinds, queues passed over, the claim
         request, whether of a job without a fairness key, whether in the plain lane) the next
-        claim, in one statement;
-        returns the job claimed."""
+        claim, in one statement; returns the job claimed."""
         queues = self.request.queues
         claimed_shape = (
             (len(next_claim[0]), len(queues), len(next_claim[1]), *next_claim[3:]) if next_claim else ()

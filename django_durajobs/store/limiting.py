@@ -59,7 +59,7 @@ from .claiming import (
     taking_params,
 )
 from .database import database_now
-from .holding import KEY, KIND, THROTTLE, Held, Limits, full_rates, held_now, throttle_name
+from .holding import KEY, KIND, THROTTLE, Held, Limits, full_rates, held_now, plain_claim, throttle_name
 from .limit_rows import HELD, Scope, at_rate, locked_rows, record_start, take_under_key
 
 #: How often one claim picks again (its counts were out of date, or its limits' rows were still to
@@ -95,8 +95,8 @@ def claim_under_limits(
     """Claim a job in ``status`` while limits are in force: one that no limit applies to with the
     plain one-statement claim, else (``limited_too``: they were not looked for first) one under
     limits that none holds back."""
-    now = timezone.now()
-    job = claim_one(db, status, request, now, limits.plain_kinds, limits.limited_queues, plain_lane=True)
+    kinds, passed_over, plain_lane = plain_claim(limits)
+    job = claim_one(db, status, request, timezone.now(), kinds, passed_over, plain_lane=plain_lane)
     if job is None and limited_too:
         return claim_limited(db, status, request, limits)
     return job
