@@ -177,6 +177,10 @@ class Job(models.Model):
     #: The W3C trace context current at the enqueue, so the job's spans join its trace.
     traceparent = models.CharField(_("trace context"), max_length=55, null=True, blank=True, editable=False)
 
+    #: Not a field: on a job a claim returns, the step the claim marked running with it (the
+    #: first declared step of a first run, ``store/claiming.py``), or None.
+    step_started_by_claim: str | None = None
+
     objects = JobQuerySet.as_manager()
 
     class Meta:

@@ -32,8 +32,8 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from . import clock as run_clock
 from .draining import drain
-from .engine import clock as engine_clock
 from .models import Job, JobStep
 from .ops import get_job, resume
 from .status import EXTERNAL_WAITS, TERMINAL, WAITING, Phase, StepState
@@ -128,7 +128,7 @@ class Clock:
         if delta < timedelta(0):
             raise ValueError(f"The clock moves forward only, not by {delta}.")
         self._traveller.shift(delta)
-        engine_clock.move(delta.total_seconds())  # the clock a run's timeouts are judged on
+        run_clock.move(delta.total_seconds())  # the clock a run's timeouts are judged on
         return timezone.now()
 
     def move_to(self, at: datetime) -> datetime:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from django.db.models import Model
 from django.utils import timezone
 
+from .clock import monotonic
 from .conf import get_setting
 from .engine.runner import Ran, execute
 from .errors import LeaseLost
@@ -33,6 +34,7 @@ from .ops.deciding import DECISIONS, Decision
 from .status import Phase, Status, StepState
 from .store import StepRowMissing, new_token
 from .store.enqueuing import EnqueueOptions, _checked_fields
+from .store.lease import outcome_of_step
 from .store.log import clean_log_line
 from .store.waking import timed_wake
 from .transitions import (
@@ -206,6 +208,7 @@ class MemoryLease:
         self.worker_id = worker_id
         self.token = token
         self.finishing = False
+        self.claimed_at = monotonic()
         self.deadline: float | None = None
         self.timed_step: str | None = None
 
@@ -282,8 +285,8 @@ class MemoryLease:
         row = self._held()
         for step in steps:
             stored = self._row_of(step)
-            if stored is not None:
-                stored.state, stored.detail = step.state, step.detail
+            for name, value in outcome_of_step(step).items() if stored is not None else ():
+                setattr(stored, name, value)
         given_up = {"locked_by": "", "locked_at": None, "lease_token": ""}
         self.store.change(row, ({**fields, **given_up}, log_line or ""), trim)
         return None

@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Any
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import store
+from . import clock, store
 from .conf import get_setting, jobs_database
 from .draining import learn_due_kinds
-from .engine import clock
 from .engine.async_runner import runs_async
 from .engine.runner import abandon, execute
 from .listening import RECONNECT_DELAYS, Listener, can_listen

@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from .. import telemetry
+from ..clock import monotonic
 from ..conf import get_setting
 from ..errors import JobError, JobTimeout, LeaseLost, raised_by_the_job
 from ..family import wait_reason as children_wait_reason
@@ -29,7 +30,6 @@ from ..store import StepRowMissing, database_trouble
 from ..store.checkpoints import declared_steps
 from ..transitions import Trigger, allows
 from ..values import check_message, label, readable_id, short_repr, to_timeout
-from .clock import monotonic
 from .describe import family_summary
 from .interrupts import (
     STOPS,
@@ -71,9 +71,11 @@ class JobContext:
         self.span: Any = None  # the attempt's OpenTelemetry span (django_durajobs.telemetry), or None
         #: When this try is past the job's timeout, on ``clock.monotonic()``: counted from the
         #: claim, which happened just now.
-        self.deadline = monotonic() + self.job.timeout if self.job.timeout else None
+        self.deadline = lease.claimed_at + self.job.timeout if self.job.timeout else None
         lease.deadline = self.deadline
         self.version: str = self.job.kind_version or kind.version
+        if self.job.step_started_by_claim is not None and not reverting:
+            self._started_by_the_claim(self.job.step_started_by_claim)
 
     @cached_property
     def first_run(self) -> bool:
@@ -93,6 +95,18 @@ class JobContext:
             return {step.step_id: step for step in declared_steps(self.job.pk, self.phase, declared)}
         self._steps_from_rows = True
         return {step.step_id: step for step in self._lease.steps(self.phase)}
+
+    def _started_by_the_claim(self, step_id: str) -> None:
+        """The claim marked the first declared step running (``store/checkpoints.py``): the run
+        finds it started ahead, as a checkpoint's successor."""
+        step = self.steps.get(step_id)
+        if step is not None and step.position == 0:
+            step.state, step.started_at = StepState.RUNNING, self.job.updated_at
+        else:  # the kind's declaration is not the one the job was enqueued with
+            self.go_by_rows()
+            step = self.steps.get(step_id)
+        if step is not None:
+            self.started_ahead.started(step, since=self._lease.claimed_at)
 
     def go_by_rows(self) -> None:
         """Read the checkpoints from their rows: the kind's declaration is not the job's."""

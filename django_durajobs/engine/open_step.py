@@ -9,11 +9,11 @@ from typing import Any
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
+from ..clock import monotonic
 from ..conf import get_setting
 from ..models import JobStep
 from ..status import StepState
 from ..values import label, to_json
-from .clock import monotonic
 
 RESULT_OF_STEP = gettext_lazy("The result of step %(step)s")
 RESULT_OF_THE_JOB = gettext_lazy("The job's result")
@@ -84,8 +84,9 @@ class StartedAhead:
         following = self._after.get(done.step_id)
         return following if following is not None and following.state == StepState.PENDING else None
 
-    def started(self, step: JobStep) -> None:
-        self.step, self._since = step, monotonic()
+    def started(self, step: JobStep, since: float | None = None) -> None:
+        """``step`` was marked running with a write that read the stop requests ``since`` (by default now)."""
+        self.step, self._since = step, monotonic() if since is None else since
 
     @property
     def read_lately(self) -> bool:

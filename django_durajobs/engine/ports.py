@@ -23,7 +23,9 @@ class RunStore(Protocol):
     #: The job as claimed; the run changes its fields only where it writes them too.
     job: Job
     worker_id: str
-    #: When (on ``engine.clock.monotonic()``) the run, or its step in flight, is past its timeout.
+    #: When (on ``clock.monotonic()``) the job was claimed: what the claim read is as of then.
+    claimed_at: float
+    #: When (on ``clock.monotonic()``) the run, or its step in flight, is past its timeout.
     deadline: float | None
     #: The step whose timeout ``deadline`` is, while it runs.
     timed_step: str | None

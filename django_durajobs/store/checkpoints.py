@@ -1,4 +1,4 @@
-"""A step's checkpoint that also starts the step after it: one statement, one round trip.
+"""Writes that start a step along with another one: one statement, one round trip per step.
 
 A job's steps run one after another, and the step after a finished one is, nearly always, the
 next declared one. So the statement that keeps a step's result also marks its declared successor
@@ -6,6 +6,8 @@ running, when that one is still pending and nobody asked to cancel or pause the 
 ``ctx.step`` then has nothing left to write before it runs, and the screens show it running from
 the moment its predecessor ended. ``engine/context.py`` decides when to ask for it and puts the
 successor back to pending when the run ends without opening it.
+
+On PostgreSQL the claim of a job's first run starts its first declared step the same way.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..models import Job, JobStep
-from ..status import StepState
+from ..status import Phase, StepState
 from . import sql
 from .set_lists import Shape, set_list, shape
 
@@ -112,3 +114,55 @@ def _checkpoint(db: BaseDatabaseWrapper, *shapes: Shape) -> _Checkpoint:
         f"AND EXISTS (SELECT 1 FROM {job_table} WHERE {quote('id')} = %s AND {quote('lease_token')} = %s)"
     )
     return _Checkpoint(sql.as_statement(db, text), tuple(slots))
+
+
+#: Databases whose claim also starts a first run's first declared step (a CTE that writes).
+FIRST_STEP_WITH_THE_CLAIM = frozenset({"postgresql"})
+
+
+def claim_starting_first_step(db: BaseDatabaseWrapper, claim: str) -> str:
+    """PostgreSQL: ``claim`` (an ``UPDATE … RETURNING`` of a queued job), which also starts the
+    job's first step (``first_step_started``); its rows are ``claimed_job``'s."""
+    started = first_step_started(db)
+    return f"WITH claimed AS ({claim}), {started} SELECT claimed.*, {started_step_id(db)} FROM claimed"
+
+
+def first_step_started(db: BaseDatabaseWrapper) -> str:
+    """The CTE ``started``: the first declared step of the job in the CTE ``claimed`` marked running
+    as ``ctx.step`` marks it, when this is the job's first run (the claim set its start, and it is
+    no rerun: ``JobContext.first_run``'s test) and no cancel or pause is asked of it. The run
+    then finds the step started ahead. Its parameters, after the claim's: ``FIRST_STEP_PARAMS``."""
+    quote = db.ops.quote_name
+    step = sql.table(db, JobStep)
+
+    def claimed(name: str) -> str:
+        return f"claimed.{quote(name)}"
+
+    def its(name: str) -> str:
+        return f"{step}.{quote(name)}"
+
+    return (
+        f"started AS (UPDATE {step} SET {quote('state')} = %s, "
+        f"{quote('started_at')} = {claimed('updated_at')}, {quote('ended_at')} = NULL, "
+        f"{quote('detail')} = '', {quote('error')} = '' FROM claimed "
+        f"WHERE {its('job_id')} = {claimed('id')} AND {its('phase')} = %s AND {its('position')} = 0 "
+        f"AND {its('state')} = %s AND {claimed('started_at')} = {claimed('updated_at')} "
+        f"AND {claimed('rerun_of_id')} IS NULL "
+        f"AND NOT {claimed('cancel_requested')} AND NOT {claimed('pause_requested')} "
+        f"RETURNING {its('step_id')})"
+    )
+
+
+FIRST_STEP_PARAMS = (StepState.RUNNING.value, Phase.RUN.value, StepState.PENDING.value)
+
+
+def started_step_id(db: BaseDatabaseWrapper) -> str:
+    """The column after the claimed job's: the id of the step ``started`` marked running, or NULL."""
+    return f"(SELECT {db.ops.quote_name('step_id')} FROM started LIMIT 1)"
+
+
+def claimed_job(db: BaseDatabaseWrapper, row: Any) -> Job:
+    """The job of a claim's row that ends with ``started_step_id``, knowing the step it started."""
+    [job] = sql.read_rows(db, Job, [row[:-1]])
+    job.step_started_by_claim = row[-1]
+    return job

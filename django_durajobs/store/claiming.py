@@ -27,6 +27,7 @@ from ..transitions import (
     Trigger,
 )
 from . import sql
+from .checkpoints import FIRST_STEP_PARAMS, FIRST_STEP_WITH_THE_CLAIM, claim_starting_first_step, claimed_job
 from .database import database_now_sql, no_flush
 
 REVERT_LOOKUP_SECONDS = 1.0
@@ -106,18 +107,25 @@ def _claim_returning(
     plain_lane: bool,
 ) -> Job | None:
     """One ``UPDATE … WHERE id = (SELECT … LIMIT 1) RETURNING …`` (on PostgreSQL the subquery locks
-    with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip."""
+    with ``SKIP LOCKED``): the claim, the lock and the read in a single round trip; on PostgreSQL
+    the start of a first run's first step too."""
     flush = no_flush(db)
     shape = (status, len(kinds), len(request.queues), flush, len(passed_over))
-    statement = sql.statement(
-        db,
-        ("claim", *shape, only_if[0], plain_lane),
-        lambda: claim_sql(db, *shape, only_if=only_if[0], plain_lane=plain_lane),
-    )
+    first_step = status == Status.QUEUED and db.vendor in FIRST_STEP_WITH_THE_CLAIM
+
+    def text() -> str:
+        claim = claim_sql(db, *shape, only_if=only_if[0], plain_lane=plain_lane)
+        return claim_starting_first_step(db, claim) if first_step else claim
+
+    statement = sql.statement(db, ("claim", *shape, only_if[0], plain_lane), text)
     params = claim_params(db, status, kinds, request, now, passed_over)
     params[-1:-1] = only_if[1]  # after the pick's parameters, before the status the update checks
+    if first_step:
+        params += FIRST_STEP_PARAMS
     rows = sql.fetch(db, statement, params)
-    return sql.read_rows(db, Job, rows)[0] if rows else None
+    if not rows:
+        return None
+    return claimed_job(db, rows[0]) if first_step else sql.read_rows(db, Job, rows)[0]
 
 
 def _claim_locked(

@@ -7,30 +7,31 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
+from ..clock import monotonic
 from ..conf import get_setting, jobs_database
 from ..errors import LeaseLost
-from ..models import Event, Job, JobLog, JobStep
-from ..status import Status
+from ..models import Event, Job, JobStep
+from ..status import Status, StepState
 from ..transitions import DUE_STATUSES
 from . import set_lists, sql
-from .changes import NOTIFY_CHANNEL, changed_to, notify_due, written
+from .changes import changed_to, notify_due, written
 from .checkpoints import checkpoint_and_start
-from .claiming import ClaimRequest, claim_one, claim_order, claim_params, claim_sql, reverts_looked_for_lately
+from .claiming import ClaimRequest, claim_one, claim_order, reverts_looked_for_lately
 from .database import DatabaseNow, made_despite_deadlocks, new_token, no_flush, step_transaction
 from .enqueuing import enqueue
 from .events import sent_event
 from .fairness import KEYLESS, claim_fairly, fairness_in_force, turns_due
 from .family import children_of, open_children
+from .finishing import finish_in_one_statement
 from .holding import current_limits, plain_claim
 from .limiting import claim_limited, claim_under_limits, limited_found_lately
-from .log import append_log, clean_log_line, trim_log
+from .log import append_log, trim_log
 
 
 def claim(worker_id: str, queues: Iterable[str] | None = None) -> Lease | None:
@@ -75,6 +76,13 @@ def heartbeat(leases: Iterable[Lease]) -> list[Lease]:
     return lost
 
 
+def outcome_of_step(step: JobStep) -> dict[str, Any]:
+    """What a run's outcome writes of a step it changed: its state and detail, and no start when
+    it is pending again (started ahead, never opened)."""
+    fields = {"state": step.state, "detail": step.detail}
+    return fields if step.state != StepState.PENDING else {**fields, "started_at": None}
+
+
 class StepRowMissing(Exception):
     """A step taken to be in the database is not there: its job's steps must be read again."""
 
@@ -93,10 +101,12 @@ class Lease:
         self.request = request
         self.worker_id = request.worker_id
         self.token = request.token
+        #: When (on ``clock.monotonic()``) the job was claimed: what the claim read is as of then.
+        self.claimed_at = monotonic()
         #: Its outcome is being recorded, or was: whether the lease was lost is then its job
         #: thread's to tell (a heartbeat meanwhile finds the token already cleared).
         self.finishing = False
-        #: When (on ``engine.clock.monotonic()``) the run is past its timeout, or its step in flight past
+        #: When (on ``clock.monotonic()``) the run is past its timeout, or its step in flight past
         #: its own: a worker then gives the job up, whatever its thread is doing. None: no timeout.
         self.deadline: float | None = None
         #: The step whose timeout ``deadline`` is, while it runs.
@@ -305,10 +315,15 @@ class Lease:
             """The outcome, and with ``claiming`` the next job's claim: that job, or None."""
             next_claim = (kinds, passed_over, next_request, keyless, lane) if claiming else None
             if in_one_statement:  # the common case, a job done
-                return self._finish_in_one_statement(db, update, params, log_line, next_claim, now, notify)
+                finished, claimed = finish_in_one_statement(
+                    db, self.job.queue, update, params, (log_line, notify, now), next_claim
+                )
+                if not finished:
+                    raise self._lost()
+                return claimed
             with sql.transaction(db, statements_only=not trim):
                 for step in steps:  # while the job is still ours: the update below gives it up
-                    self._update_step(db, step, {"state": step.state, "detail": step.detail})
+                    self._update_step(db, step, outcome_of_step(step))
                 if not sql.run(db, update, params):
                     raise self._lost()
                 if log_line:
@@ -330,70 +345,3 @@ class Lease:
             return None
         changed_to(claimed, Status.QUEUED, Status.RUNNING)
         return Lease(claimed, next_request)
-
-    def _finish_in_one_statement(
-        self,
-        db: BaseDatabaseWrapper,
-        update: sql.Statement,
-        params: list[Any],
-        log_line: str | None,
-        next_claim: tuple[list[str], tuple[str, ...], ClaimRequest, bool, bool] | None,
-        now: datetime,
-        notify: bool = False,
-    ) -> Job | None:
-        """PostgreSQL: the outcome, any log line, with ``notify`` the word to idle workers that a
-        job of the queue may start, and with ``next_claim`` (kinds, queues passed over, the claim
-        request, whether of a job without a fairness key, whether in the plain lane) the next
-        claim, in one statement; returns the job claimed."""
-        queues = self.request.queues
-        claimed_shape = (
-            (len(next_claim[0]), len(queues), len(next_claim[1]), *next_claim[3:]) if next_claim else ()
-        )
-        shape = (update, bool(log_line), notify, *claimed_shape)
-        statement = sql.statement(db, ("finish", *shape), lambda: self._finish_sql(db, *shape))
-        params = list(params)
-        if log_line:
-            params += [now, clean_log_line(log_line)]
-        if notify:
-            params += [NOTIFY_CHANNEL, self.job.queue]
-        if next_claim:
-            kinds, passed_over, request, *_ = next_claim
-            params += claim_params(db, Status.QUEUED, kinds, request, now, passed_over)
-        rows = sql.fetch(db, statement, params)
-        if not rows:
-            raise self._lost()
-        return sql.read_rows(db, Job, rows)[0] if next_claim and rows[0][0] is not None else None
-
-    @staticmethod
-    def _finish_sql(
-        db: BaseDatabaseWrapper,
-        update: sql.Statement,
-        logs: bool = True,
-        notify: bool = False,
-        kinds: int = 0,
-        queues: int = 0,
-        passed_over: int = 0,
-        keyless: bool = False,
-        plain_lane: bool = False,
-    ) -> str:
-        """PostgreSQL: ``update`` (the fenced outcome), with ``logs`` its log line, with ``notify`` a
-        ``pg_notify`` (sent as the statement commits) and, with ``kinds``, the next claim (with
-        ``keyless``, of a job without a fairness key; with ``plain_lane``, among the jobs not
-        enqueued under limits)."""
-        quote = db.ops.quote_name
-        finished = f"WITH finished AS ({update.text} RETURNING {quote('id')})"
-        if logs:
-            finished += (
-                f", logged AS (INSERT INTO {sql.table(db, JobLog)} (job_id, at, line) "
-                f"SELECT id, %s, %s FROM finished)"
-            )
-        # A CTE that only reads runs only if the statement reads it: the notice is joined in.
-        source = "finished"
-        if notify:
-            finished += ", notified AS (SELECT pg_notify(%s, %s) FROM finished)"
-            source = "finished CROSS JOIN notified"
-        if not kinds:
-            return f"{finished} SELECT finished.id FROM {source}"
-        only_if = (KEYLESS[0] if keyless else "") + " AND EXISTS (SELECT 1 FROM finished)"
-        claim = claim_sql(db, Status.QUEUED, kinds, queues, "", passed_over, only_if, plain_lane)
-        return f"{finished}, claimed AS ({claim}) SELECT claimed.* FROM {source} LEFT JOIN claimed ON true"

@@ -44,6 +44,7 @@ LAYERS = (
             "signals",
             "routers",
             "indexes",
+            "clock",
         ),
     ),
     ("models", ("models", "querysets", "worker_rows", "tallies", "registry", "explain", "migrations")),

@@ -13,7 +13,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from django_durajobs import Job, JobStep, Status, drain, enqueue, recover, revert
+from django_durajobs import Job, JobStep, Status, clock, drain, enqueue, recover, revert
 from django_durajobs.engine.runner import execute
 from django_durajobs.errors import LeaseLost
 from django_durajobs.status import Phase, StepState
@@ -278,8 +278,10 @@ def test_recover_counts_only_the_jobs_it_took_and_takes_each_once():
 
 
 def take_over(job, worker_id):
-    """What happens while ``job``'s worker stalls past its lease: recovered, then claimed by ``worker_id``."""
+    """What happens while ``job``'s worker stalls past its lease: recovered, then claimed by ``worker_id``.
+    The stalled worker's monotonic clock passes the stall too."""
     backdate_lease(job, DEFAULT_LEASE_SECONDS + 5)
+    clock.move(DEFAULT_LEASE_SECONDS + 5)
     assert recover() == 1
     return claim_job(job, worker_id)
 
