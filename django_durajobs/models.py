@@ -31,6 +31,8 @@ ACTION_ID_MAX_LENGTH = 100
 #: The order claims take due jobs in (store/claiming.py): priority, then interrupted work before
 #: work not started, then when first due, then age; the claim indexes' columns after the status.
 CLAIM_ORDER = ["-priority", "-interrupted", "next_run_at", "id"]
+#: The condition of the indexes that hold the children alone.
+CHILD = models.Q(parent__isnull=False)
 
 
 class Job(models.Model):
@@ -187,8 +189,8 @@ class Job(models.Model):
         verbose_name = _("job")
         verbose_name_plural = _("jobs")
         ordering = ["-created_at", "-id"]
-        # Every claim and outcome changes the status, so each writes an entry into every index:
-        # there are no more of them than the lookups need.
+        # Every claim and outcome changes the status, so each writes an entry into every index
+        # whose condition the job meets: no more of them than the lookups need, none fuller.
         indexes = [
             # What workers claim, in claim order (interrupted work first within its priority, see
             # store/claiming.py). Status leads, so finished jobs, however many, are never scanned.
@@ -212,9 +214,10 @@ class Job(models.Model):
             ),
             models.Index(fields=["group_id", "created_at"], name="durajobs_group"),
             models.Index(fields=["subject_type", "subject_id", "created_at"], name="durajobs_subject"),
-            models.Index(fields=["parent", "created_at"], name="durajobs_parent"),
-            # Whether a parent has a child still open, asked as each child settles (store/family.py).
-            models.Index(fields=["parent", "status"], name="durajobs_parent_status"),
+            # A parent's children; whether it has one still open, asked as each settles (store/family.py).
+            # Children alone (a lookup by parent implies one), so a top-level job writes no entry.
+            models.Index(fields=["parent", "created_at"], condition=CHILD, name="durajobs_parent"),
+            models.Index(fields=["parent", "status"], condition=CHILD, name="durajobs_parent_status"),
             models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
             # Fair shares: the next key with a due job, in key order, and its most urgent job, in
             # claim order (store/fairness.py).
@@ -229,8 +232,10 @@ class Job(models.Model):
                 fields=["-created_at", "-id"], condition=models.Q(parent__isnull=True), name="durajobs_listed"
             ),
             PrefixSearchIndex(fields=["label"], name="durajobs_label"),
-            # The console's throughput: what ended in the last hour.
-            models.Index(fields=["ended_at"], name="durajobs_ended"),
+            # The console's throughput, what ended in the last hour; pruning. The ended jobs alone.
+            models.Index(
+                fields=["ended_at"], condition=models.Q(ended_at__isnull=False), name="durajobs_ended"
+            ),
             # The jobs a sent event wakes, in one statement; the admin's search by event name.
             models.Index(fields=["waits_for_event", "status"], name="durajobs_event_waiters"),
             # Deleting a user, and a job that was rerun: only the jobs with one are in them, so that

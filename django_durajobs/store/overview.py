@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncMinute
 
 from ..models import Job
@@ -107,19 +107,26 @@ def overview() -> Overview:
 
 
 def throughput(now: datetime) -> list[Minute]:
-    """The jobs that ended in each of the last ``THROUGHPUT_MINUTES`` minutes, oldest first."""
+    """The jobs that ended in each of the last ``THROUGHPUT_MINUTES`` minutes, oldest first.
+
+    Read by the moment, in ``durajobs_ended``, and grouped by the minute alone: a condition on
+    the status, or a group by it, had SQLite read every ended job in an index by status instead."""
     first = (now - timedelta(minutes=THROUGHPUT_MINUTES - 1)).replace(second=0, microsecond=0)
     ended = (
-        Job.objects.filter(ended_at__gte=first, status__in=TERMINAL)
+        Job.objects.filter(ended_at__gte=first)
         .annotate(minute=TruncMinute("ended_at", tzinfo=UTC))
-        .values_list("minute", "status")
-        .annotate(n=Count("id"))
+        .values_list("minute")
+        .annotate(
+            done=Count("id", filter=Q(status=Status.DONE)),
+            failed=Count("id", filter=Q(status__in=sorted(TERMINAL - {Status.DONE}))),
+        )
         .order_by()
     )
     done: Counter[datetime] = Counter()
     failed: Counter[datetime] = Counter()
-    for minute, status, number in ended:
-        (done if status == Status.DONE else failed)[minute.astimezone(UTC)] += number
+    for minute, done_then, failed_then in ended:
+        done[minute.astimezone(UTC)] += done_then
+        failed[minute.astimezone(UTC)] += failed_then
     minutes = [first + timedelta(minutes=n) for n in range(THROUGHPUT_MINUTES)]
     return [Minute(minute, done[minute], failed[minute]) for minute in minutes]
 

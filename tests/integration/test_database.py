@@ -37,6 +37,8 @@ from django_durajobs.store import (
     wake_due_waits,
 )
 from django_durajobs.store.checkpoints import checkpoint_and_start
+from django_durajobs.store.family import children_of, open_children
+from django_durajobs.store.overview import throughput
 from django_durajobs.worker import Worker, WorkerOptions, refresh_connection
 from tests.factories import insert_copies
 from tests.helpers import wait_for
@@ -399,6 +401,39 @@ def test_a_wake_pass_reads_the_due_timed_waits_alone(db_vendor):
     assert wake_due_waits() == 1
     assert Job.objects.get(pk=soon.pk).status == Status.QUEUED
     assert Job.objects.filter(status=Status.AWAITING_EXTERNAL).count() == DUE_BACKLOG + 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_parents_children_and_the_jobs_ended_lately_are_read_from_their_own_indexes():
+    """20,000 top-level jobs that ended a day ago, and a parent with two children, one of which
+    ended now: a child's settle (which children of its parent are open), the parent's children and
+    the console's throughput each read their index, although ``durajobs_parent``,
+    ``durajobs_parent_status`` hold the children alone and ``durajobs_ended`` the ended jobs alone
+    (every job on MariaDB/MySQL): a top-level job writes no entry into the first two, nor a job
+    still open into the last, as it is claimed and as it ends."""
+    now = timezone.now()
+    ended = enqueue(KIND)[0]
+    Job.objects.filter(pk=ended.pk).update(status=Status.DONE, ended_at=now - timedelta(days=1))
+    insert_copies(ended, DUE_BACKLOG)
+    parent, open_child, done_child = (enqueue(KIND)[0] for _ in range(3))
+    Job.objects.filter(pk__in=[open_child.pk, done_child.pk]).update(parent_id=parent.pk)
+    Job.objects.filter(pk=done_child.pk).update(status=Status.DONE, ended_at=now)
+    analyze()
+
+    reads = {
+        "durajobs_parent_status": lambda: open_children(parent.pk) == (1, 2),
+        "durajobs_parent": lambda: (
+            [child.pk for child in children_of(parent.pk)] == [open_child.pk, done_child.pk]
+        ),
+        "durajobs_ended": lambda: sum(minute.done for minute in throughput(now)) == 1,
+    }
+    for index, read in reads.items():
+        with CaptureQueriesContext(connection) as captured:
+            assert read()
+        [statement] = [query["sql"] for query in captured]
+        plan = explained(statement)
+        assert uses_index(plan, index), plan
+        assert not reads_every_row(plan), plan
 
 
 # 3. job_changed and NOTIFY only when the enqueue commits ---------------------------------------
