@@ -15,7 +15,7 @@ from datetime import timedelta
 
 import pytest
 
-from django_durajobs import Job, JobStep, enqueue, store
+from django_durajobs import Job, JobStep, clock, enqueue, store
 from django_durajobs.engine.runner import execute
 from django_durajobs.registry import job
 from django_durajobs.status import Status, StepState
@@ -102,6 +102,18 @@ def test_a_job_asked_to_stop_before_its_claim_starts_no_step(queue, request_fiel
     expected = Status.CANCELLED if request_field == "cancel_requested" else Status.PAUSED
     assert execute(lease).status == expected
     assert StepState.RUNNING not in states(made.pk).values()
+
+
+def test_a_cancel_asked_after_the_claim_is_seen_before_the_first_step_of_a_run_that_starts_late(queue):
+    """What the claim read counts for 50 ms on the run's clock, from the claim: a run that starts
+    a second later reads the requests again before its first step."""
+    made, _ = enqueue("first_step_in_order", queue=queue)
+    lease = claim_in(queue)
+    Job.objects.get(pk=made.pk).cancel()  # a running job: asked to stop at its next step boundary
+    clock.move(1.0)
+
+    assert execute(lease).status == Status.CANCELLED
+    assert states(made.pk) == {"fetch": StepState.PENDING, "store": StepState.PENDING}
 
 
 def test_a_later_try_starts_its_first_step_itself(queue):
