@@ -159,7 +159,9 @@ def _claim_locked(
     take = take_statement(db, status)
     prepared_now = sql.prepared_datetime(db, now)
     for _ in range(10):
-        with transaction.atomic(using=jobs_database()):
+        # Inside a transaction (a finish that claims the next job), no savepoint of its own: two
+        # round trips a job, and InnoDB rolls a deadlock's victim back whole anyway.
+        with transaction.atomic(using=jobs_database(), savepoint=False):
             params = [*pick_params(status, kinds, request.queues, prepared_now, passed_over), *only_if[1]]
             rows = sql.fetch(db, pick, params)
             if not rows:

@@ -66,10 +66,11 @@ def statements(work):
     return result, [query["sql"] for query in captured]
 
 
-#: Statements per database: a claim; a finish (a job of no steps, from its claim to its end); the
-#: first step of a run marked running ("step") and each step's checkpoint; an enqueue; an
-#: enqueue_many of BATCH jobs, and of 2,500 (three statements of at most 1,000 jobs each, with
-#: BEGIN and COMMIT around them); the claim of a job under a new concurrency key, and its finish.
+#: Statements per database: a claim; a finish (a job of no steps, from its claim to its end), and
+#: one that claims the next job; the first step of a run marked running ("step") and each step's
+#: checkpoint; an enqueue; an enqueue_many of BATCH jobs, and of 2,500 (three statements of at
+#: most 1,000 jobs each, with BEGIN and COMMIT around them); the claim of a job under a new
+#: concurrency key, and its finish.
 #: A keyed claim while no limit is full: BEGIN, pick, lock the key's row (none yet), make it, take
 #: (counting the key's held jobs), COMMIT.
 PINNED = {
@@ -78,6 +79,7 @@ PINNED = {
     "sqlite": {
         "claim": 1,
         "finish": 3,
+        "finish_and_claim": 4,  # BEGIN IMMEDIATE, the outcome, the claim, COMMIT
         "step": 1,
         "checkpoint": 1,
         "enqueue": 4,
@@ -90,6 +92,7 @@ PINNED = {
     "postgresql": {
         "claim": 1,
         "finish": 1,
+        "finish_and_claim": 1,
         "step": 0,  # the claim started it (store/checkpoints.py)
         "checkpoint": 1,
         "enqueue": 1,
@@ -103,6 +106,7 @@ PINNED = {
     "mysql": {
         "claim": 4,
         "finish": 3,
+        "finish_and_claim": 5,  # BEGIN, the outcome, the pick, the take, COMMIT: no savepoint
         "step": 1,
         "checkpoint": 1,
         "enqueue": 4,
@@ -138,6 +142,18 @@ def test_a_claim_is_pinned(queue, pinned):
 
 def test_a_finish_is_pinned(queue, pinned):
     assert claimed_and_run(KINDS[0], queue)[1] == pinned["finish"]
+
+
+def test_a_finish_that_claims_the_next_job_is_pinned(queue, pinned):
+    """A busy worker's finish: the outcome and the next job's claim, in one round trip on
+    PostgreSQL and in one transaction elsewhere (the claim takes no savepoint in it)."""
+    enqueue(KINDS[0], queue=queue)
+    enqueue(KINDS[0], queue=queue)
+    lease = store.claim("counted-worker", queues=[queue])
+    assert lease is not None
+    ran, run = statements(lambda: execute(lease, then_claim=lambda: True))
+    assert ran.status == Status.DONE and ran.next_lease is not None
+    assert len(run) == pinned["finish_and_claim"]
 
 
 @pytest.mark.parametrize("steps", [1, 5])
