@@ -180,7 +180,7 @@ class Job(models.Model):
     traceparent = models.CharField(_("trace context"), max_length=55, null=True, blank=True, editable=False)
 
     #: Not a field: on a job a claim returns, the step the claim marked running with it (the
-    #: first declared step of a first run, ``store/claiming.py``), or None.
+    #: first declared step of a first run, ``store/checkpoints.py``), or None.
     step_started_by_claim: str | None = None
 
     objects = JobQuerySet.as_manager()

@@ -70,7 +70,7 @@ class JobContext:
         self.started_ahead = StartedAhead()
         self.span: Any = None  # the attempt's OpenTelemetry span (django_durajobs.telemetry), or None
         #: When this try is past the job's timeout, on ``clock.monotonic()``: counted from the
-        #: claim, which happened just now.
+        #: claim (``claimed_at``).
         self.deadline = lease.claimed_at + self.job.timeout if self.job.timeout else None
         lease.deadline = self.deadline
         self.version: str = self.job.kind_version or kind.version
