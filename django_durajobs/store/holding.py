@@ -41,7 +41,7 @@ from ..status import Status
 from ..transitions import CLAIMABLE, DUE_STATUSES
 from . import sql
 from .database import database_now_sql
-from .limit_rows import HELD, Scope
+from .limit_rows import HELD, Scope, held_in_due
 
 KEY, KIND, QUEUE, THROTTLE = (
     JobLimit.Scope.KEY,
@@ -163,7 +163,7 @@ def held_now(db: BaseDatabaseWrapper) -> Held:
         grouped = f"{quote('kind')}, {quote('queue')}, {quote('concurrency_key')}"
         statuses = ", ".join(["%s"] * len(HELD))
         return (
-            f"SELECT {grouped}, COUNT(*) FROM {sql.table(db, Job)} "
+            f"SELECT {grouped}, COUNT(*) FROM {sql.table(db, Job)}{held_in_due(db)} "
             f"WHERE {quote('status')} IN ({statuses}) AND {quote('locked_by')} <> '' GROUP BY {grouped}"
         )
 
