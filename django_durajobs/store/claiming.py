@@ -308,11 +308,12 @@ def due_order() -> list[str]:
     return list(due.fields[1:])
 
 
-def due_order_sql(db: BaseDatabaseWrapper) -> str:
-    """The claim's ORDER BY, in ``due_order()``."""
+def due_order_sql(db: BaseDatabaseWrapper, alias: str = "") -> str:
+    """The claim's ORDER BY, in ``due_order()``; its columns of the table named ``alias``, if given."""
     quote = db.ops.quote_name
+    of = f"{alias}." if alias else ""
     return ", ".join(
-        f"{quote(name.lstrip('-'))} {'DESC' if name.startswith('-') else 'ASC'}" for name in due_order()
+        f"{of}{quote(name.lstrip('-'))} {'DESC' if name.startswith('-') else 'ASC'}" for name in due_order()
     )
 
 

@@ -50,6 +50,7 @@ from . import sql
 from .claiming import (
     CLAIM_RETURNING,
     ClaimRequest,
+    Condition,
     as_claimed,
     claim_one,
     pick_lock,
@@ -61,6 +62,7 @@ from .claiming import (
 from .database import database_now
 from .holding import KEY, KIND, THROTTLE, Held, Limits, full_rates, held_now, plain_claim, throttle_name
 from .limit_rows import HELD, Scope, at_rate, locked_rows, record_start, take_under_key
+from .limited_pick import PICKS_PAST_HELD_BACK, pick_past_held_back
 
 #: How often one claim picks again (its counts were out of date, or its limits' rows were still to
 #: be made) before it gives up until the worker's next look.
@@ -129,7 +131,8 @@ def _claim_limited(
             _count_first = bool(rated) or len(startable) < len(kinds) or _any_full(limits, held)
         if not startable:
             return None
-        outcome = _pick_and_take(db, status, startable, request, now, limits, held, rated)
+        kinds_full = len(startable) < len(kinds)
+        outcome = _pick_and_take(db, status, startable, request, now, limits, held, rated, kinds_full)
         if not isinstance(outcome, PickAgain):
             return outcome
         _count_first = True
@@ -166,23 +169,17 @@ def _pick_and_take(
     limits: Limits,
     held: Held,
     full: Mapping[Any, Any],
+    kinds_full: bool,
 ) -> Job | PickAgain | None:
-    """Steps 2 and 3 in one transaction: the job taken, or None when nothing may start."""
+    """Steps 2 and 3 in one transaction: the job taken, or None when nothing may start;
+    ``kinds_full``: some of the kinds under limits are not in ``kinds``, as a limit holds them back."""
     full_queues = sorted(queue for queue, limit in limits.queues.items() if held.by_queue[queue] >= limit)
     full_keys = _full_keys(limits, held) + _full_throttles(full)
-    only_if, extra = _room_conditions(db, limits, kinds, full_queues, full_keys)
-    lock = pick_lock(db)
-    keys_shape = tuple(len(keys) for _, keys in full_keys)
-    queues = request.queues
-    shape = (status, len(kinds), len(queues), len(extra), len(full_queues), keys_shape)
-    pick = sql.statement(
-        db,
-        ("limited pick", *shape, lock),
-        lambda: pick_sql(db, status, len(kinds), len(queues), sql.returned_columns(db, Job), lock, only_if),
-    )
+    room = _room_conditions(db, limits, kinds, full_queues, full_keys)
+    held_back = kinds_full or bool(full_queues or full_keys)
     prepared_now = sql.prepared_datetime(db, now)
     with _claiming_transaction(db):
-        rows = sql.fetch(db, pick, [*pick_params(status, kinds, queues, prepared_now), *extra])
+        rows = _pick(db, status, kinds, request.queues, prepared_now, room, held_back)
         if not rows:
             return None
         [job] = sql.read_rows(db, Job, rows)
@@ -215,6 +212,27 @@ def _pick_and_take(
             record_start(db, locked[throttled], throttle, now)
     as_claimed(job, status, now, request)
     return job
+
+
+def _pick(
+    db: BaseDatabaseWrapper,
+    status: str,
+    kinds: list[str],
+    queues: tuple[str, ...],
+    now: Any,
+    room: Condition,
+    held_back: bool,
+) -> list[tuple[Any, ...]]:
+    """Step 2's row: while a limit holds jobs back, read past none of them (``limited_pick.py``)."""
+    if held_back and db.vendor in PICKS_PAST_HELD_BACK:
+        return pick_past_held_back(db, status, kinds, queues, now, room)
+    lock = pick_lock(db)
+    pick = sql.statement(
+        db,
+        ("limited pick", len(kinds), len(queues), room[0], lock),
+        lambda: pick_sql(db, status, len(kinds), len(queues), sql.returned_columns(db, Job), lock, room[0]),
+    )
+    return sql.fetch(db, pick, [*pick_params(status, kinds, queues, now), *room[1]])
 
 
 def _take(db: BaseDatabaseWrapper, status: str, params: list[Any], key_limit: int, job: Job) -> int:
@@ -251,7 +269,7 @@ def _room_conditions(
     kinds: list[str],
     full_queues: list[str],
     full_keys: list[tuple[list[str], list[str]]],
-) -> tuple[str, list[Any]]:
+) -> Condition:
     """The pick's conditions: a job under limits (of a limited kind, or in a limited queue), not
     held back by a full queue or key; and their parameters."""
     quote = db.ops.quote_name
@@ -274,7 +292,7 @@ def _room_conditions(
             f"AND {quote('concurrency_key')} IN ({placeholders(keys)}))"
         )
         params += [*kinds_with_limit, *keys]
-    return conditions, params
+    return conditions, tuple(params)
 
 
 def _claiming_transaction(db: BaseDatabaseWrapper) -> Any:

@@ -372,6 +372,36 @@ def test_a_claim_reads_past_none_of_the_jobs_a_full_limit_holds_back(db_vendor):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_claim_under_limits_reads_past_none_of_a_full_keys_backlog(db_vendor):
+    """20,000 due jobs of a full concurrency key, more urgent and older than a job of another key:
+    the claim under limits reads the first jobs in claim order (its window), then the lanes of
+    ``durajobs_limited_due`` one seek each, never the backlog. Through ``durajobs_due`` it read past
+    all of them at every look: 38 ms behind 100,000 on SQLite, 34 ms on PostgreSQL."""
+    if db_vendor == "mysql":
+        pytest.skip("MariaDB/MySQL keep the plain pick (store/limited_pick.py says why)")
+    holder = enqueue(LIMITED_KIND, subject={"server": 1}, priority=100)[0]
+    assert claim("database-test-holder").job.pk == holder.pk
+    held = enqueue(LIMITED_KIND, subject={"server": 1}, priority=100)[0]
+    Job.objects.filter(pk=held.pk).update(next_run_at=timezone.now() - timedelta(hours=1))
+    insert_copies(held, DUE_BACKLOG)
+    other = enqueue(LIMITED_KIND, subject={"server": 2})[0]
+    analyze()
+
+    with CaptureQueriesContext(connection) as captured:
+        lease = claim("database-test-worker")
+    assert lease is not None and lease.job.pk == other.pk
+    statements = [query["sql"] for query in captured]
+    [window] = [sql for sql in statements if "durajobs_window" in sql and not sql.startswith("WITH")]
+    plan = explained(window)
+    assert not reads_every_row(plan), plan
+    [lanes] = [sql for sql in statements if sql.startswith("WITH RECURSIVE")]
+    plan = explained(lanes)
+    assert uses_index(plan, "durajobs_limited_due"), plan
+    assert not uses_index(plan), plan  # durajobs_due: in claim order, past the whole backlog
+    assert not reads_every_row(plan), plan
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_worker_of_one_queue_claims_past_another_queues_backlog_without_reading_it():
     """20,000 jobs of another queue due before the job: a worker of the job's queue (``runjobs
     --queue``) reads its queue's part of ``durajobs_queue_due``, in claim order. Through
