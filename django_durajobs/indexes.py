@@ -65,7 +65,8 @@ JOB_INDEXES = [
     models.Index(fields=["parent", "status"], condition=CHILD, name="durajobs_parent_status"),
     models.Index(fields=["kind", "created_at"], name="durajobs_kind"),
     # The jobs under limits by lane (queue, kind, key), for a claim past the ones a full limit
-    # holds back: one seek a lane, whatever its backlog (store/limited_pick.py).
+    # holds back: one seek a lane, whatever its backlog (store/limited_pick.py). Not made on
+    # MariaDB/MySQL, which cannot read it so (migration 0024).
     models.Index(
         fields=["status", "queue", "kind", "concurrency_key", *CLAIM_ORDER],
         condition=models.Q(status__in=CLAIMABLE, under_limits=True),
