@@ -44,6 +44,7 @@ FLAT = {
     "claim_finished": 1.3,
     "claim_backlog": 1.3,
     "claim_past_held_back": 1.3,
+    "claim_limited_past_held_back": 1.3,
     "claim_own_queue": 1.3,
     "wake_large": 1.2,
 }
@@ -65,6 +66,9 @@ NOT_MET_YET = {
         "process_5_c1": 0.20,
         "enqueue": 0.18,
     },
+    # A flat cost, against its small size: MariaDB/MySQL's claim under limits reads past the
+    # held-back jobs (store/limited_pick.py says why).
+    "mysql": {"claim_limited_past_held_back": 9.5},
 }
 
 
@@ -81,6 +85,8 @@ def missed_by_half(vendor: str, figures: list[Figure], *, quick: bool = True) ->
                 f"{figure.label}: {figure.value:,.0f} {figure.unit}, below half the target of {least:,.0f}"
             )
         flat = FLAT.get(figure.key)
+        if flat is not None:
+            flat = max(flat, NOT_MET_YET.get(vendor, {}).get(figure.key, flat))
         if flat is not None and figure.versus is not None and figure.versus > flat * 2:
             grown = f"{figure.versus:.2f}× {figure.versus_what}"
             missed.append(f"{figure.label}: {grown}, above twice the target of {flat:g}×")

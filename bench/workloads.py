@@ -47,6 +47,9 @@ from bench.rows import add_jobs
 from bench.scale_admin import admin_at_scale
 from bench.waits import timed_waits
 from django_durajobs import Job, Status, enqueue, store
+from django_durajobs.store.claiming import ClaimRequest
+from django_durajobs.store.holding import current_limits
+from django_durajobs.store.limiting import claim_limited
 
 
 def enqueue_one_by_one(bench: Bench) -> list[Figure]:
@@ -239,6 +242,8 @@ def claim_cost(bench: Bench) -> list[Figure]:
     sizes = bench.sizes
     bench.reset()
     job, _ = enqueue("bench_noop0")
+    free, _ = enqueue("bench_keyed", subject={"key": "free"})
+    Job.objects.filter(pk=free.pk).update(status=Status.DONE)
     bench.raw.insert_one(0)
     bench.analyze()  # every table state is measured with fresh statistics
     empty, raw_empty = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
@@ -251,9 +256,13 @@ def claim_cost(bench: Bench) -> list[Figure]:
     bench.analyze()
     backlog, raw_backlog = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
     ahead = job.next_run_at - timedelta(minutes=1)
-    add_held_back_jobs(sizes.backlog, ahead)
+    add_held_back_jobs(FEW_HELD_BACK, ahead)
+    bench.analyze()
+    limited_past_few = median_limited_claim(free, sizes.claims)
+    add_held_back_jobs(sizes.backlog - FEW_HELD_BACK, ahead, running=False)
     bench.analyze()
     past_held_back = median_claim(job, sizes.claims)
+    limited_past_held_back = median_limited_claim(free, sizes.claims)
     add_jobs(sizes.backlog, status=Status.QUEUED, next_run_at=ahead, queue=OTHER_QUEUE)
     bench.analyze()
     own_queue = median_claim(job, sizes.claims, queues=[job.queue])
@@ -290,6 +299,16 @@ def claim_cost(bench: Bench) -> list[Figure]:
             note="median",
         ),
         Figure(
+            "claim_limited_past_held_back",
+            f"the claim under limits: a job of a free key, {sizes.backlog:,} of a full key due before it",
+            limited_past_held_back,
+            "ms",
+            None,
+            limited_past_held_back / limited_past_few,
+            f"the same claim behind {FEW_HELD_BACK:,}",
+            note="median",
+        ),
+        Figure(
             "claim_own_queue",
             f"claim one job of its queue (runjobs --queue), {sizes.backlog:,} of another queue due before it",
             own_queue,
@@ -309,13 +328,22 @@ OTHER_QUEUE = "bench-other"
 HELD_QUEUE = "bench-held"
 
 
-def add_held_back_jobs(count: int, due: datetime) -> None:
-    """One job of a concurrency key held by a worker, and ``count`` more of that key due at
-    ``due``, which it holds back; all enqueued under limits, as ``enqueue()`` would."""
+#: The jobs of the full key (``add_held_back_jobs``), enqueued under limits as ``enqueue()`` would.
+HELD_BACK = {"kind": "bench_keyed", "concurrency_key": "held", "under_limits": True, "queue": HELD_QUEUE}
+#: How many held-back jobs the claim under limits is first measured behind: more than the first
+#: jobs it reads in claim order (``limited_pick.WINDOW``), so that it reads the lanes.
+FEW_HELD_BACK = 1000
+
+
+def add_held_back_jobs(count: int, due: datetime, *, running: bool = True) -> None:
+    """``count`` jobs of one concurrency key due at ``due``, and (``running``) one more of it held
+    by a worker, which holds them back."""
     now = timezone.now()
-    keyed = {"kind": "bench_keyed", "concurrency_key": "held", "under_limits": True, "queue": HELD_QUEUE}
-    add_jobs(1, status=Status.RUNNING, started_at=now, locked_by="bench-elsewhere", locked_at=now, **keyed)
-    add_jobs(count, status=Status.QUEUED, next_run_at=due, **keyed)
+    if running:
+        add_jobs(
+            1, status=Status.RUNNING, started_at=now, locked_by="bench-elsewhere", locked_at=now, **HELD_BACK
+        )
+    add_jobs(count, status=Status.QUEUED, next_run_at=due, **HELD_BACK)
 
 
 def median_claim(job: Job, repeats: int, queues: list[str] | None = None) -> float:
@@ -333,6 +361,27 @@ def median_claim(job: Job, repeats: int, queues: list[str] | None = None) -> flo
             raise WorkloadFailed(f"claim() did not find job {job.pk}")
         if attempt >= 5:
             times.append(took * 1000)
+    return statistics.median(times)
+
+
+def median_limited_claim(keyed: Job, repeats: int) -> float:
+    """Median milliseconds of the claim under limits finding ``keyed``, a job under a key of its
+    own (``limiting.claim_limited``: a worker makes it once a second, and at every claim while it
+    finds such jobs), after a few untimed ones."""
+    limits = current_limits()
+    request = ClaimRequest(store.new_worker_id("bench"), "bench-token")
+    queued = Job.objects.filter(pk=keyed.pk)
+    times = []
+    for attempt in range(repeats + 5):
+        queued.update(status=Status.QUEUED, locked_by="", locked_at=None, lease_token="", started_at=None)
+        start = time.perf_counter()
+        found = claim_limited(connection, Status.QUEUED, request, limits) if limits else None
+        took = time.perf_counter() - start
+        if found is None or found.pk != keyed.pk:
+            raise WorkloadFailed(f"the claim under limits did not find job {keyed.pk}")
+        if attempt >= 5:
+            times.append(took * 1000)
+    queued.update(status=Status.DONE, locked_by="", lease_token="")
     return statistics.median(times)
 
 

@@ -78,3 +78,19 @@ def test_a_cost_that_grows_past_twice_its_flat_target_is_missed_on_every_databas
     assert missed_by_half("sqlite", [backlog(2.7)]) == [
         "claim among a backlog: 2.70× the empty table, above twice the target of 1.3×"
     ]
+
+
+def test_a_flat_cost_not_met_yet_on_one_database_is_held_to_twice_what_was_measured_there():
+    """The claim under limits behind a full key's backlog: flat on PostgreSQL and SQLite, not yet on
+    MariaDB/MySQL, where a path that got twice as slow again still fails."""
+    key = "claim_limited_past_held_back"
+    measured = NOT_MET_YET["mysql"][key]
+
+    def look(versus: float) -> Figure:
+        return Figure(
+            key, "the claim under limits", versus, "ms", None, versus, "the same claim behind 1,000"
+        )
+
+    assert missed_by_half("mysql", [look(measured * 1.9)]) == []
+    assert missed_by_half("mysql", [look(measured * 2.1)]) != []
+    assert missed_by_half("postgresql", [look(FLAT[key] * 2.1)]) != []
