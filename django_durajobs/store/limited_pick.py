@@ -20,7 +20,8 @@ instead (``limiting.py`` decides when), each bounded by what it may take, not by
    limit leaves its jobs queued before in the plain lane (``holding.py``), and the claim of the
    plain jobs takes the jobs ahead of them there.
 
-The two together find the job the plain pick finds.
+The two together find the job the plain pick finds, but for such a job more than ``WINDOW``
+behind in the plain lane: it waits until the claim of the plain jobs has taken those ahead.
 
 MariaDB/MySQL keep the plain pick: MariaDB reads a seek whose range comes from the lane before as
 an equality on that lane's queue and kind with the key's range a filter, so each next lane reads a

@@ -18,7 +18,8 @@ jobs under limits come here, looked for first as often as pending reverts are (a
    claims never wait for each other in a circle; a row not made yet is made by this transaction,
    which then holds it, where the database returns what it inserts), count again, and take it
    only if there is still room; a rate-limited kind records the start in its row, still under
-   the lock. A job whose one limit is its key is counted by the take itself (``take_under_key``).
+   the lock. A job whose one limit is its key has its row made or locked by one statement
+   (``hold_rows``), and is counted by the take itself (``take_under_key``).
 
 Why the counts under the lock are right, although two workers may both have counted 0 in step 1:
 every claim that takes a job under a limit holds that limit's row lock from before its count
@@ -61,7 +62,7 @@ from .claiming import (
 )
 from .database import database_now
 from .holding import KEY, KIND, THROTTLE, Held, Limits, full_rates, held_now, plain_claim, throttle_name
-from .limit_rows import HELD, Scope, at_rate, locked_rows, record_start, take_under_key
+from .limit_rows import HELD, Scope, at_rate, hold_rows, locked_rows, record_start, take_under_key
 from .limited_pick import PICKS_PAST_HELD_BACK, pick_past_held_back
 
 #: How often one claim picks again (its counts were out of date, or its limits' rows were still to
@@ -187,7 +188,10 @@ def _pick_and_take(
         rate = limits.rates.get(job.kind)
         throttle = limits.throttles.get(job.kind)
         throttled = (THROTTLE, throttle_name(job.kind, job.concurrency_key))
-        if scopes:
+        key_only = scopes == [(KEY, job.concurrency_key)] and db.vendor in CLAIM_RETURNING
+        if key_only:
+            hold_rows(db, scopes)
+        elif scopes:
             locked, missing = locked_rows(db, scopes, make=db.vendor in CLAIM_RETURNING)
             if missing:
                 return PickAgain(missing)
@@ -200,11 +204,10 @@ def _pick_and_take(
                 rated = at_rate(locked[(KIND, job.kind)], rate, now) if rate else {}
             if throttle and at_rate(locked[throttled], throttle, now):
                 return PickAgain()
-            key_only = scopes == [(KEY, job.concurrency_key)] and db.vendor in CLAIM_RETURNING
-            if not key_only and limits.held_back_by(job, held_now(db), rated):
+            if limits.held_back_by(job, held_now(db), rated):
                 return PickAgain()
         params = [*taking_params(status, request, prepared_now), job.pk, status]
-        if not _take(db, status, params, limits.key_limits[job.kind] if scopes and key_only else 0, job):
+        if not _take(db, status, params, limits.key_limits[job.kind] if key_only else 0, job):
             return PickAgain()
         if rate:
             record_start(db, locked[(KIND, job.kind)], rate, now)

@@ -71,8 +71,8 @@ def statements(work):
 #: checkpoint; an enqueue; an enqueue_many of BATCH jobs, and of 2,500 (three statements of at
 #: most 1,000 jobs each, with BEGIN and COMMIT around them); the claim of a job under a new
 #: concurrency key, and its finish.
-#: A keyed claim while no limit is full: BEGIN, pick, lock the key's row (none yet), make it, take
-#: (counting the key's held jobs), COMMIT.
+#: A keyed claim while no limit is full: BEGIN, pick, make the key's row (or lock it, were it made),
+#: take (counting the key's held jobs), COMMIT.
 PINNED = {
     # SQLite: a finish is BEGIN IMMEDIATE, the update, COMMIT; an enqueue the same around its
     # two inserts (the job, its declared steps); an enqueue_many of 1,000 jobs too.
@@ -85,7 +85,7 @@ PINNED = {
         "enqueue": 4,
         "enqueue_many": 4,
         "enqueue_many_2500": 8,
-        "keyed_claim": 6,
+        "keyed_claim": 5,
         "keyed_finish": 3,
     },
     # PostgreSQL: every one a single statement (CTEs), an enqueue_many of up to 1,000 jobs too.
@@ -98,7 +98,7 @@ PINNED = {
         "enqueue": 1,
         "enqueue_many": 1,
         "enqueue_many_2500": 5,
-        "keyed_claim": 6,
+        "keyed_claim": 5,
         "keyed_finish": 1,  # its NOTIFY to idle workers in the finish's statement
     },
     # MariaDB: a claim locks the row (SELECT … FOR UPDATE SKIP LOCKED) then updates it, in a
