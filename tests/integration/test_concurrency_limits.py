@@ -302,15 +302,13 @@ def test_without_limits_a_claim_is_the_one_statement_claim(monkeypatch):
     assert calls == []
 
 
-def test_claims_racing_for_a_new_key_take_no_more_than_its_limit():
-    """Workers that meet a key no claim has seen make its limit row in their claims' transactions:
-    the first holds it, the others wait for it and count again, so the limit holds from the start."""
+def racing_claims(racers: int = 4) -> list[str]:
+    """The keys of the jobs ``racers`` claims, each in a thread of its own, released at once, took."""
     from concurrent.futures import ThreadPoolExecutor
-    from threading import Barrier
 
     from django.db import connections
 
-    barrier = Barrier(4)
+    barrier = threading.Barrier(racers)
 
     def claim_in_thread(number):
         try:
@@ -320,38 +318,26 @@ def test_claims_racing_for_a_new_key_take_no_more_than_its_limit():
         finally:
             connections.close_all()
 
+    with ThreadPoolExecutor(racers) as pool:
+        return [key for key in pool.map(claim_in_thread, range(racers)) if key is not None]
+
+
+def test_claims_racing_for_a_new_key_take_no_more_than_its_limit():
+    """Workers that meet a key no claim has seen make its limit row in their claims' transactions:
+    the first holds it, the others wait for it and count again, so the limit holds from the start."""
     for server in range(3):
         enqueue_many("limits_backup", [{"subject": {"server": f"race-{server}"}} for _ in range(4)])
-        with ThreadPoolExecutor(4) as pool:
-            keys = [key for key in pool.map(claim_in_thread, range(4)) if key is not None]
-        assert keys == [f"server-race-{server}"]
+        assert racing_claims() == [f"server-race-{server}"]
         Job.objects.all().delete()
 
 
 def test_claims_racing_for_a_key_whose_row_exists_take_no_more_than_its_limit():
     """The key's row made by an earlier claim: each racing claim locks it before it counts (on
     PostgreSQL the insert that meets it locks it), so one takes a job and the others hold back."""
-    from concurrent.futures import ThreadPoolExecutor
-    from threading import Barrier
-
-    from django.db import connections
-
-    barrier = Barrier(4)
-
-    def claim_in_thread(number):
-        try:
-            barrier.wait(timeout=10)
-            lease = claim(f"racing-{number}")
-            return None if lease is None else lease.job.concurrency_key
-        finally:
-            connections.close_all()
-
     enqueue("limits_backup", subject={"server": "known"})
     finish(claim())
     assert JobLimit.objects.filter(name="server-known").exists()
     for _round in range(5):
         enqueue_many("limits_backup", [{"subject": {"server": "known"}} for _ in range(4)])
-        with ThreadPoolExecutor(4) as pool:
-            keys = [key for key in pool.map(claim_in_thread, range(4)) if key is not None]
-        assert keys == ["server-known"]
+        assert racing_claims() == ["server-known"]
         Job.objects.all().delete()
