@@ -290,7 +290,7 @@ def pick_sql(
     # MySQL/MariaDB would rather read durajobs_due, in the ORDER BY's order, past every other queue
     # (or every job under limits).
     index = "durajobs_queue_due" if queues else "durajobs_plain_due" if lane else ""
-    hint = f" FORCE INDEX ({quote(index)})" if index and db.vendor == "mysql" else ""
+    hint = sql.index_hint(db, index, "mysql") if index else ""
     return (
         f"SELECT {what} FROM {sql.table(db, Job)}{hint} "
         f"WHERE {quote('status')} = %s{lane} AND {quote('locked_by')} = '' "

@@ -22,7 +22,7 @@ def held_in_due(db: BaseDatabaseWrapper) -> str:
     """SQLite's hint that a count of held jobs reads ``durajobs_due`` by their statuses: without
     ``STAT4`` its planner takes a status for as common as any and scans the table, or another
     index, past every job held back or done instead."""
-    return f" INDEXED BY {db.ops.quote_name('durajobs_due')}" if db.vendor == "sqlite" else ""
+    return sql.index_hint(db, "durajobs_due", "sqlite")
 
 
 def lock_rows(db: BaseDatabaseWrapper, scopes: list[Scope]) -> dict[Scope, JobLimit]:

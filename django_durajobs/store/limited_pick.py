@@ -184,8 +184,7 @@ def _lane_of(db: BaseDatabaseWrapper, alias: str) -> str:
 def _lane_table(db: BaseDatabaseWrapper, alias: str) -> str:
     """The job table as ``alias``, read through ``durajobs_limited_due``: SQLite without ``STAT4``
     would rather read another index led by the status, and sort."""
-    hint = f" INDEXED BY {db.ops.quote_name('durajobs_limited_due')}" if db.vendor == "sqlite" else ""
-    return f"{sql.table(db, Job)} {alias}{hint}"
+    return f"{sql.table(db, Job)} {alias}{sql.index_hint(db, 'durajobs_limited_due', 'sqlite')}"
 
 
 def _in_lane(db: BaseDatabaseWrapper, alias: str) -> str:

@@ -224,6 +224,15 @@ def table(db: BaseDatabaseWrapper, model: type[Model]) -> str:
     return db.ops.quote_name(model._meta.db_table)
 
 
+def index_hint(db: BaseDatabaseWrapper, index: str, vendor: str) -> str:
+    """Where ``db`` is ``vendor``'s, the words that make its planner read ``index``: `` INDEXED BY``
+    on SQLite, `` FORCE INDEX (…)`` on MariaDB/MySQL; elsewhere none."""
+    if db.vendor != vendor:
+        return ""
+    quoted = db.ops.quote_name(index)
+    return f" INDEXED BY {quoted}" if vendor == "sqlite" else f" FORCE INDEX ({quoted})"
+
+
 def status_in(db: BaseDatabaseWrapper, statuses: tuple[str, ...]) -> str:
     """``"status" IN ('a', 'b')``, as a partial index's condition names them: SQLite reads such an
     index only for its condition word for word, not one with parameters (nor can PostgreSQL's
