@@ -153,7 +153,9 @@ def _claim_locked(
     pick = sql.statement(
         db,
         ("claim pick", *shape, lock, len(passed_over), only_if[0], plain_lane),
-        lambda: pick_sql(db, *shape, columns, lock, only_if[0], len(passed_over), plain_lane),
+        lambda: pick_sql(
+            db, len(kinds), len(request.queues), columns, lock, only_if[0], len(passed_over), plain_lane
+        ),
     )
 
     take = take_statement(db, status)
@@ -258,7 +260,6 @@ def pick_lock(db: BaseDatabaseWrapper) -> str:
 
 def pick_sql(
     db: BaseDatabaseWrapper,
-    status: str,
     kinds: int,
     queues: int,
     what: str,
@@ -267,8 +268,9 @@ def pick_sql(
     passed_over: int = 0,
     plain_lane: bool = False,
 ) -> str:
-    """``SELECT what`` of the most urgent due job in ``status``, read from ``durajobs_due`` in claim
-    order (a worker of some queues: ``durajobs_queue_due``; with ``plain_lane``, among the jobs
+    """``SELECT what`` of the most urgent due job in a status (its parameter), read from
+    ``durajobs_due`` in claim order (a worker of some queues: ``durajobs_queue_due``; with
+    ``plain_lane``, among the jobs
     not enqueued under limits: ``durajobs_plain_due``); not in ``passed_over`` queues, and
     ``only_if`` one more condition holds.
 
@@ -335,7 +337,7 @@ def claim_sql(
 ) -> str:
     """The claim's ``UPDATE … RETURNING``; ``only_if`` is one more condition on the job it picks."""
     quote = db.ops.quote_name
-    pick = pick_sql(db, status, kinds, queues, quote("id"), pick_lock(db), only_if, passed_over, plain_lane)
+    pick = pick_sql(db, kinds, queues, quote("id"), pick_lock(db), only_if, passed_over, plain_lane)
     return (
         f"UPDATE {sql.table(db, Job)} SET {_taking_sql(db, status)} "
         f"WHERE {quote('id')} = ({pick}) AND {quote('status')} = %s AND {quote('locked_by')} = ''{flush} "

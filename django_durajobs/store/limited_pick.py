@@ -78,9 +78,7 @@ def window_sql(db: BaseDatabaseWrapper, kinds: int, queues: int, what: str, lock
     return _by_id(
         db,
         what,
-        pick_sql(
-            db, "", kinds, queues, quote("id"), lock, f"{only_if} AND {quote('id')} IN ({_first_jobs(db)})"
-        ),
+        pick_sql(db, kinds, queues, quote("id"), lock, f"{only_if} AND {quote('id')} IN ({_first_jobs(db)})"),
     )
 
 
@@ -105,7 +103,7 @@ def lanes_sql(db: BaseDatabaseWrapper, kinds: int, queues: int, what: str, lock:
     columns = ", ".join(quote(name) for name in ("id", *LANE))
     return (
         f"WITH RECURSIVE {lanes} ({columns}) AS ({_first_lane(db)} UNION ALL {_next_lane(db, lanes)}) "
-        f"{_by_id(db, what, pick_sql(db, '', kinds, queues, quote('id'), lock, only_if + candidates))}"
+        f"{_by_id(db, what, pick_sql(db, kinds, queues, quote('id'), lock, only_if + candidates))}"
     )
 
 

@@ -233,7 +233,7 @@ def _pick(
     pick = sql.statement(
         db,
         ("limited pick", len(kinds), len(queues), room[0], lock),
-        lambda: pick_sql(db, status, len(kinds), len(queues), sql.returned_columns(db, Job), lock, room[0]),
+        lambda: pick_sql(db, len(kinds), len(queues), sql.returned_columns(db, Job), lock, room[0]),
     )
     return sql.fetch(db, pick, [*pick_params(status, kinds, queues, now), *room[1]])
 
