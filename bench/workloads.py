@@ -18,6 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from bench.bulk import enqueue_in_bulk
+from bench.burst import worker_memory
 from bench.database import postgres_params
 from bench.fairness import fair_shares
 from bench.family import children
@@ -395,58 +396,6 @@ def add_finished_jobs(count: int) -> None:
     """Add ``count`` done jobs with one ``INSERT … SELECT``."""
     now = timezone.now()
     add_jobs(count, status=Status.DONE, attempt=1, progress=100, started_at=now, ended_at=now)
-
-
-def worker_memory(bench: Bench) -> list[Figure]:
-    """RSS of one ``runjobs --burst`` process over many 0-step jobs: after warm-up and at the end.
-
-    Sampled from ``/proc/<pid>/status`` (VmRSS) together with the number of jobs done; warm-up
-    is the first sample with a tenth of the jobs done.
-    """
-    count = bench.sizes.rss_jobs
-    bench.reset()
-    enqueue_batches("bench_noop0", count)
-    bench.analyze()
-    done = Job.objects.filter(status=Status.DONE)
-    samples = []  # (jobs done, RSS in kB)
-    worker = start_worker("--burst")
-    while worker.poll() is None:
-        rss = resident_kb(worker.pid)
-        if rss is None:
-            break
-        samples.append((done.count(), rss))
-        time.sleep(bench.sizes.rss_every)
-    wait_worker(worker, timeout=60)
-    done_rate(count)  # every job done, exactly once
-    warm = next((rss for jobs, rss in samples if jobs >= count / 10), None)
-    if warm is None:
-        raise WorkloadFailed(f"no RSS sample after warm-up ({len(samples)} samples)")
-    end = samples[-1][1]
-    note = f"warm-up at {count // 10:,} jobs; {len(samples)} samples"
-    return [
-        Figure("rss_warm", f"worker RSS after warm-up ({count // 10:,} jobs)", warm / 1024, "MB", note=note),
-        Figure(
-            "rss_end",
-            f"worker RSS after {count:,} jobs",
-            end / 1024,
-            "MB",
-            versus=end / warm,
-            versus_what="after warm-up",
-            note=f"growth {(end / warm - 1) * 100:+.1f} %",
-        ),
-    ]
-
-
-def resident_kb(pid: int) -> int | None:
-    """VmRSS of a live process in kB; None once it has exited."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return None  # a zombie has no VmRSS
 
 
 WORKLOADS = (
