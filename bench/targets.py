@@ -43,6 +43,7 @@ FULL_RUN_AT_LEAST = {
 FLAT = {
     "claim_finished": 1.3,
     "claim_backlog": 1.3,
+    "claim_limited_past_plain": 1.3,
     "claim_past_held_back": 1.3,
     "claim_limited_past_held_back": 1.3,
     "claim_own_queue": 1.3,

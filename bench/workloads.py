@@ -230,9 +230,9 @@ def raw_wake_ups(bench: Bench, samples: int, claim: bool = True) -> list[float]:
 
 def claim_cost(bench: Bench) -> list[Figure]:
     """Median time of one claim with nothing but the job in the table, then with many done jobs,
-    then with a backlog of queued jobs too, then with as many due before it that a full
-    concurrency key holds back, then of a worker of the job's queue with as many of another queue
-    due before it.
+    then with a backlog of queued jobs too (and of the claim under limits, with that backlog due
+    before its job), then with as many due before it that a full concurrency key holds back, then
+    of a worker of the job's queue with as many of another queue due before it.
 
     A due-job index that leads with the status keeps the claim from reading finished rows, and
     read in claim order it stops at the first job it can take, however many are queued behind
@@ -248,6 +248,7 @@ def claim_cost(bench: Bench) -> list[Figure]:
     bench.raw.insert_one(0)
     bench.analyze()  # every table state is measured with fresh statistics
     empty, raw_empty = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
+    limited_empty = median_limited_claim(free, sizes.claims)
     add_finished_jobs(sizes.finished)
     bench.raw.add_jobs(sizes.finished, "done")
     bench.analyze()
@@ -256,6 +257,10 @@ def claim_cost(bench: Bench) -> list[Figure]:
     bench.raw.add_jobs(sizes.backlog, "queued")
     bench.analyze()
     backlog, raw_backlog = median_claim(job, sizes.claims), median_raw_claim(bench.raw, sizes.claims)
+    behind_plain = Job.objects.filter(pk=free.pk)
+    behind_plain.update(next_run_at=timezone.now())  # behind the backlog, of a kind without limits
+    limited_past_plain = median_limited_claim(free, sizes.claims)
+    behind_plain.update(next_run_at=free.next_run_at)
     ahead = job.next_run_at - timedelta(minutes=1)
     add_held_back_jobs(FEW_HELD_BACK, ahead)
     bench.analyze()
@@ -287,6 +292,16 @@ def claim_cost(bench: Bench) -> list[Figure]:
             raw_backlog,
             backlog / empty,
             "the empty table",
+            note="median",
+        ),
+        Figure(
+            "claim_limited_past_plain",
+            f"the claim under limits: a job of a free key, {sizes.backlog:,} without limits due before it",
+            limited_past_plain,
+            "ms",
+            None,
+            limited_past_plain / limited_empty,
+            "the same claim, empty table",
             note="median",
         ),
         Figure(

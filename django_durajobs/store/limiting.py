@@ -11,9 +11,10 @@ jobs under limits come here, looked for first as often as pending reverts are (a
    are at their rate. Only while a limit was full at the last count, or a pick made without
    counting met one (``_count_first``): while every limit has room, step 2 picks without counts.
 2. Pick the most urgent due job that those counts leave room for (``SKIP LOCKED`` where the
-   database has it): jobs a full limit holds back are passed over by the pick's own conditions,
-   in the one statement however many there are (the pick still reads past them, in
-   ``durajobs_due``).
+   database has it): jobs a full limit holds back are passed over by the pick's own conditions.
+   On PostgreSQL and SQLite the pick reads past none of the jobs it may not take, held back or
+   of kinds no limit applies to (``limited_pick.py``); MariaDB/MySQL read ``durajobs_due`` past
+   them.
 3. For a job under limits, lock its limits' rows (``JobLimit``, in one order, so that two
    claims never wait for each other in a circle; a row not made yet is made by this transaction,
    which then holds it, where the database returns what it inserts), count again, and take it
@@ -63,7 +64,7 @@ from .claiming import (
 from .database import database_now
 from .holding import KEY, KIND, THROTTLE, Held, Limits, full_rates, held_now, plain_claim, throttle_name
 from .limit_rows import HELD, Scope, at_rate, hold_rows, locked_rows, record_start, take_under_key
-from .limited_pick import PICKS_PAST_HELD_BACK, pick_past_held_back
+from .limited_pick import PICKS_BY_LANE, pick_by_lane
 
 #: How often one claim picks again (its counts were out of date, or its limits' rows were still to
 #: be made) before it gives up until the worker's next look.
@@ -132,8 +133,7 @@ def _claim_limited(
             _count_first = bool(rated) or len(startable) < len(kinds) or _any_full(limits, held)
         if not startable:
             return None
-        kinds_full = len(startable) < len(kinds)
-        outcome = _pick_and_take(db, status, startable, request, now, limits, held, rated, kinds_full)
+        outcome = _pick_and_take(db, status, startable, request, now, limits, held, rated)
         if not isinstance(outcome, PickAgain):
             return outcome
         _count_first = True
@@ -170,17 +170,14 @@ def _pick_and_take(
     limits: Limits,
     held: Held,
     full: Mapping[Any, Any],
-    kinds_full: bool,
 ) -> Job | PickAgain | None:
-    """Steps 2 and 3 in one transaction: the job taken, or None when nothing may start;
-    ``kinds_full``: some of the kinds under limits are not in ``kinds``, as a limit holds them back."""
+    """Steps 2 and 3 in one transaction: the job taken, or None when nothing may start."""
     full_queues = sorted(queue for queue, limit in limits.queues.items() if held.by_queue[queue] >= limit)
     full_keys = _full_keys(limits, held) + _full_throttles(full)
     room = _room_conditions(db, limits, kinds, full_queues, full_keys)
-    held_back = kinds_full or bool(full_queues or full_keys)
     prepared_now = sql.prepared_datetime(db, now)
     with _claiming_transaction(db):
-        rows = _pick(db, status, kinds, request.queues, prepared_now, room, held_back)
+        rows = _pick(db, status, kinds, request.queues, prepared_now, room)
         if not rows:
             return None
         [job] = sql.read_rows(db, Job, rows)
@@ -224,11 +221,11 @@ def _pick(
     queues: tuple[str, ...],
     now: Any,
     room: Condition,
-    held_back: bool,
 ) -> list[tuple[Any, ...]]:
-    """Step 2's row: while a limit holds jobs back, read past none of them (``limited_pick.py``)."""
-    if held_back and db.vendor in PICKS_PAST_HELD_BACK:
-        return pick_past_held_back(db, status, kinds, queues, now, room)
+    """Step 2's row, read past none of the jobs it may not take where the database can
+    (``limited_pick.py``)."""
+    if db.vendor in PICKS_BY_LANE:
+        return pick_by_lane(db, status, kinds, queues, now, room)
     lock = pick_lock(db)
     pick = sql.statement(
         db,

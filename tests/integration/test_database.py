@@ -37,8 +37,10 @@ from django_durajobs.store import (
     wake_due_waits,
 )
 from django_durajobs.store.checkpoints import checkpoint_and_start
+from django_durajobs.store.claiming import ClaimRequest
 from django_durajobs.store.family import children_of, open_children
-from django_durajobs.store.holding import held_now
+from django_durajobs.store.holding import current_limits, held_now
+from django_durajobs.store.limiting import claim_limited
 from django_durajobs.store.overview import throughput
 from django_durajobs.worker import Worker, WorkerOptions, refresh_connection
 from tests.factories import insert_copies
@@ -391,13 +393,43 @@ def test_a_claim_under_limits_reads_past_none_of_a_full_keys_backlog(db_vendor):
         lease = claim("database-test-worker")
     assert lease is not None and lease.job.pk == other.pk
     statements = [query["sql"] for query in captured]
-    [window] = [sql for sql in statements if "durajobs_window" in sql and not sql.startswith("WITH")]
+    # The first pick, made without counting what is held, may find the full key's job, which the
+    # take then refuses; the pick after the count is the one that passes over the backlog.
+    window = [sql for sql in statements if "durajobs_window" in sql and not sql.startswith("WITH")][-1]
     plan = explained(window)
     assert not reads_every_row(plan), plan
-    [lanes] = [sql for sql in statements if sql.startswith("WITH RECURSIVE")]
+    lanes = [sql for sql in statements if sql.startswith("WITH RECURSIVE")][-1]
     plan = explained(lanes)
     assert uses_index(plan, "durajobs_limited_due"), plan
     assert not uses_index(plan), plan  # durajobs_due: in claim order, past the whole backlog
+    assert not reads_every_row(plan), plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_look_under_limits_reads_past_none_of_the_due_jobs_without_limits(db_vendor):
+    """20,000 due jobs of a kind without limits before a job under limits, and no limit full: the
+    look for jobs under limits (a worker's, once a second) reads its window and the lanes, as
+    behind a full key. The plain pick read ``durajobs_due`` past all of them, where PostgreSQL's
+    generic plan of it stayed whatever the kinds: 667 ms a look behind 964,608 (a worker's burst
+    through them ran at 160 jobs/s); SQLite 14 ms behind 20,000."""
+    if db_vendor == "mysql":
+        pytest.skip("MariaDB/MySQL keep the plain pick (store/limited_pick.py says why)")
+    plain = enqueue(KIND)[0]
+    Job.objects.filter(pk=plain.pk).update(next_run_at=timezone.now() - timedelta(hours=1))
+    insert_copies(plain, DUE_BACKLOG)
+    limited = enqueue(LIMITED_KIND, subject={"server": 1})[0]
+    analyze()
+
+    request = ClaimRequest("database-test-worker", "database-test-token")
+    with CaptureQueriesContext(connection) as captured:
+        found = claim_limited(connection, Status.QUEUED, request, current_limits())
+    assert found is not None and found.pk == limited.pk
+    statements = [query["sql"] for query in captured]
+    [window] = [sql for sql in statements if "durajobs_window" in sql and not sql.startswith("WITH")]
+    assert not reads_every_row(explained(window))
+    [lanes] = [sql for sql in statements if sql.startswith("WITH RECURSIVE")]
+    plan = explained(lanes)
+    assert uses_index(plan, "durajobs_limited_due"), plan
     assert not reads_every_row(plan), plan
 
 

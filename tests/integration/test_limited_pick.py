@@ -1,7 +1,8 @@
 """The claim under limits behind more held-back jobs than its window reads (``store/limited_pick.py``):
 it still takes the job the plain pick would, the most urgent one no limit holds back, whatever
 holds the others back (a full key, a full kind, a full queue, a key at its throttle), within a
-worker's queues, and never one not due yet. On every database (MariaDB/MySQL keep the plain pick,
+worker's queues, and never one not due yet; with no limit full, behind more jobs without limits
+than its window reads, too. On every database (MariaDB/MySQL keep the plain pick,
 which must agree).
 
 How much such a claim reads: tests/integration/test_database.py.
@@ -12,10 +13,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from django_durajobs import Job, Status, enqueue, enqueue_many, store
+from django_durajobs.store.claiming import ClaimRequest
+from django_durajobs.store.holding import current_limits
 from django_durajobs.store.limited_pick import WINDOW
+from django_durajobs.store.limiting import claim_limited
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -116,3 +121,22 @@ def test_once_the_key_frees_its_backlog_is_taken_in_order():
 
     assert claim().job.pk == first_due.pk
     assert claim() is None
+
+
+def test_with_every_limit_free_the_look_finds_a_job_behind_more_jobs_without_limits_than_its_window():
+    """No limit is full, and more due jobs of a kind without limits than the window reads come
+    first: the look under limits (``claim_limited``, a worker's once a second) still finds the job
+    under limits behind them, and among two, the more urgent. The plain claim takes the others."""
+    plain = [job for job, _ in enqueue_many("limits_plain", [{}] * BEHIND)]
+    Job.objects.filter(pk__in=[job.pk for job in plain]).update(
+        next_run_at=timezone.now() - timedelta(hours=1)
+    )
+    later = enqueue("limits_restore", subject={"server": 1})[0]
+    sooner = enqueue("limits_backup", subject={"server": 2}, priority=5)[0]
+    request = ClaimRequest("limited-pick-worker", "limited-pick-token")
+
+    for expected in (sooner, later):
+        found = claim_limited(connection, Status.QUEUED, request, current_limits())
+        assert found is not None and found.pk == expected.pk
+    assert claim_limited(connection, Status.QUEUED, request, current_limits()) is None
+    assert claim().job.kind == "limits_plain"
