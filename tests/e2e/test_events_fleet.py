@@ -53,7 +53,8 @@ def test_a_hundred_waits_and_sends_racing_across_processes_each_wake_exactly_onc
             "ready" in log_of(proc) for proc in senders
         )
 
-    wait_for(all_started, message="the workers and the senders to start")
+    # Several Django processes start at once: on a loaded two-core machine that took over 30 s.
+    wait_for(all_started, timeout=120, message="the workers and the senders to start")
     # The jobs become due together as the senders start: the workers reach the waits while the
     # names are being sent.
     specs = [{"subject": {"name": f"race:{number}"}} for number in range(JOBS)]
