@@ -3,6 +3,7 @@ paused) counts for nothing (docs/writing-jobs.md#timeouts, docs/deploying.md).""
 
 from __future__ import annotations
 
+import math
 import re
 import time
 
@@ -57,8 +58,12 @@ def test_the_admin_shows_the_time_left_of_a_running_try_and_none_spent_while_wai
     assert "60 s for its next try; waiting counts for nothing" in page
 
     waiting.resume(action="go")
+    claimed = time.monotonic()
     lease = store.claim(store.new_worker_id("test"))
     assert lease is not None and lease.job.pk == waiting.pk
     assert lease.job.try_started_at is not None
     page = admin_client.get(change_url(waiting)).content.decode()
-    assert re.search(r"\b(60|59) s of 60 s\b", page)
+    # Whole seconds since the claim, as a loaded machine may take more than one to show the page.
+    shown = re.search(r"\b(\d+) s of 60 s\b", page)
+    assert shown, page
+    assert 60 - math.ceil(time.monotonic() - claimed) - 1 <= int(shown[1]) <= 60
