@@ -1,5 +1,10 @@
 """The claim's SQL: taking the most urgent due job in one status, locked so that concurrent
-workers pass over each other."""
+workers pass over each other.
+
+Over 400 lines as one module: the pick, the take and the finish's claim share one statement
+cache and one claim order. The seam to split along is the lookups at its end (whether a lock
+passed a job over, the kinds no ``@job`` registered, a task's due jobs), which read the due jobs
+without claiming them."""
 
 from __future__ import annotations
 
