@@ -211,6 +211,7 @@ class MemoryLease:
         self.claimed_at = monotonic()
         self.deadline: float | None = None
         self.timed_step: str | None = None
+        self.step_started_ahead: str | None = None
 
     def _held(self) -> Job:
         """The job's row, while it is this lease's; else ``LeaseLost``."""

@@ -67,7 +67,7 @@ class JobContext:
         self.logged = False  # whether this run wrote log lines (the log may need trimming)
         self.event_waits: Counter[str] = Counter()  # how often this run waited for each event
         self._steps_from_rows = False  # whether self.steps was read from the database
-        self.started_ahead = StartedAhead()
+        self.started_ahead = StartedAhead(lease)
         self.span: Any = None  # the attempt's OpenTelemetry span (django_durajobs.telemetry), or None
         #: When this try is past the job's timeout, on ``clock.monotonic()``: counted from the
         #: claim (``claimed_at``).
@@ -199,9 +199,9 @@ class JobContext:
         ahead = self.started_ahead.step
         if ahead is not None and step is ahead:
             stop = None if self.started_ahead.read_lately else self._lease.stop_requested()
-            if stop is None:
-                self.started_ahead.taken()
-            return self._started(step, step_id, seconds, stop)
+            opened = self._started(step, step_id, seconds, stop)
+            self.started_ahead.taken()  # after its timeout is the worker's to watch: no moment unwatched
+            return opened
         if ahead is not None:  # the run goes another way than its declaration: that one waits again
             self.started_ahead.taken()
             self._lease.save_step(ahead, state=StepState.PENDING, started_at=None)

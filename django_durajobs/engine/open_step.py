@@ -4,7 +4,7 @@ a checkpoint started ahead of its run."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
@@ -14,6 +14,9 @@ from ..conf import get_setting
 from ..models import JobStep
 from ..status import StepState
 from ..values import label, to_json
+
+if TYPE_CHECKING:
+    from .ports import RunStore
 
 RESULT_OF_STEP = gettext_lazy("The result of step %(step)s")
 RESULT_OF_THE_JOB = gettext_lazy("The job's result")
@@ -65,9 +68,10 @@ def running_fields() -> dict[str, Any]:
 class StartedAhead:
     """The step a checkpoint marked running with it (``store/checkpoints.py``), before the run
     opened it: one statement per step instead of two. Put back to pending when the run ends
-    without opening it."""
+    without opening it. The lease knows it too: a worker giving the job up puts it back."""
 
-    def __init__(self) -> None:
+    def __init__(self, lease: RunStore) -> None:
+        self._lease = lease
         self.step: JobStep | None = None
         self._since = 0.0
         self._after: dict[str, JobStep] = {}
@@ -87,6 +91,7 @@ class StartedAhead:
     def started(self, step: JobStep, since: float | None = None) -> None:
         """``step`` was marked running with a write that read the stop requests ``since`` (by default now)."""
         self.step, self._since = step, monotonic() if since is None else since
+        self._lease.step_started_ahead = step.step_id
 
     @property
     def read_lately(self) -> bool:
@@ -95,11 +100,11 @@ class StartedAhead:
 
     def taken(self) -> None:
         """The run opened it, or another step instead."""
-        self.step = None
+        self.step = self._lease.step_started_ahead = None
 
     def end(self) -> None:
         """The run is over: a step started ahead and never opened goes back to pending."""
         if self.step is not None:
             self.step.state, self.step.started_at = StepState.PENDING, None
             self.put_back.append(self.step)
-            self.step = None
+            self.step = self._lease.step_started_ahead = None

@@ -29,6 +29,8 @@ class RunStore(Protocol):
     deadline: float | None
     #: The step whose timeout ``deadline`` is, while it runs.
     timed_step: str | None
+    #: The step marked running ahead of the run (by the claim or a checkpoint), until the run opens it.
+    step_started_ahead: str | None
 
     def start_step(self, step: JobStep, *, create: bool, **fields: Any) -> str | None:
         """Mark ``step`` running (inserted when ``create``); None once it is, or (nothing written)

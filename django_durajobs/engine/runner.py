@@ -356,12 +356,18 @@ def abandon(lease: RunStore) -> bool:
     """Give up a job whose thread is still running past its deadline (``Lease.deadline``).
 
     The try fails with ``error_code="timeout"`` (or is retried, as its kind's ``retryable``
-    says), its step in flight is marked failed, and the lease is given up in the same fenced
-    write, so whatever the late thread writes afterwards is refused. False when the job was no
-    longer this lease's (it finished meanwhile).
+    says), its step in flight is marked failed (one marked running ahead of the run and not yet
+    opened goes back to pending), and the lease is given up in the same fenced write, so whatever
+    the late thread writes afterwards is refused. False when the job was no longer this lease's
+    (it finished meanwhile).
     """
     job = lease.job
+    # Read before the step in flight: the run sets the step it opens in flight before it is no
+    # longer ahead, and starts the next one ahead before the one done is no longer in flight.
+    ahead = lease.step_started_ahead
     step_id = lease.timed_step
+    if ahead is not None and ahead != step_id:  # between two steps: none is in flight
+        step_id = None
     if step_id:
         given_up = _("Job %(job)s was still running step %(step)s past its timeout; its worker gave it up.")
         exc = JobTimeout(given_up % {"job": job.pk, "step": repr(step_id)})
@@ -375,6 +381,8 @@ def abandon(lease: RunStore) -> bool:
         steps.append(
             JobStep(job_id=job.pk, phase=phase, step_id=step_id, state=StepState.FAILED, detail=str(exc))
         )
+    elif ahead is not None:
+        steps.append(JobStep(job_id=job.pk, phase=phase, step_id=ahead, state=StepState.PENDING))
     try:
         lease.finish(outcome.fields, steps, outcome.log_line)
     except LeaseLost:

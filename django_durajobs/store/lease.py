@@ -111,6 +111,9 @@ class Lease:
         self.deadline: float | None = None
         #: The step whose timeout ``deadline`` is, while it runs.
         self.timed_step: str | None = None
+        #: The step marked running ahead of the run (by the claim or a checkpoint) that the run
+        #: has not opened yet: a job given up meanwhile puts it back to pending.
+        self.step_started_ahead: str | None = None
         self._renewed = time.monotonic()
         self._lines_untrimmed = 0  # log lines added since the log was last trimmed
 

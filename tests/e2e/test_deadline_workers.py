@@ -81,3 +81,33 @@ def test_a_step_stuck_past_its_timeout_is_given_up_while_the_worker_goes_on(chil
 
 
 # Deadlines of questions ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stuck", ["before", "between"])
+def test_a_job_stuck_outside_its_steps_past_its_timeout_leaves_no_step_running(
+    child_env, runjobs, tmp_path, stuck
+):
+    """The claim (before the first step, on PostgreSQL) or the first step's checkpoint (between the two) marks
+    the next step running ahead of the run; a job given up before its run opens that step puts
+    it back to pending, in the same write that fails the job: no step of a failed job shows as
+    running."""
+    given_up, _ = enqueue(
+        "deadlines_stuck_outside_steps",
+        subject={"stuck": stuck, "sleep": 60, "dir": str(tmp_path)},
+        timeout=1.0,
+    )
+    worker = runjobs(*FAST, env=child_env)
+    wait_for(lambda: Job.objects.get(pk=given_up.pk).status == Status.FAILED, timeout=60)
+    given_up.refresh_from_db()
+    assert given_up.error_code == "timeout"
+    assert "was still running its run past its timeout" in given_up.error
+    states = {step_id: step.state for step_id, step in step_rows(given_up.pk).items()}
+    expected_first = StepState.PENDING if stuck == "before" else StepState.DONE
+    assert states == {"first": expected_first, "second": StepState.PENDING}
+    assert step_of(given_up, "second").started_at is None
+
+    go_file(tmp_path, given_up.pk).touch()  # the late thread comes back: its writes are refused
+    wait_for(lambda: late_marker(tmp_path, given_up.pk).exists(), timeout=30)
+    time.sleep(1)
+    assert {step_id: step.state for step_id, step in step_rows(given_up.pk).items()} == states
+    stop_cleanly([worker])

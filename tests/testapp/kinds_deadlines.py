@@ -37,6 +37,17 @@ def deadlines_stuck_step(job, ctx):
     return ctx.step("after", lambda: "after")
 
 
+@job("deadlines_stuck_outside_steps", steps=["first", "second"])
+def deadlines_stuck_outside_steps(job, ctx):
+    """Stuck outside any step: before the first (``subject["stuck"] == "before"``) or between the two."""
+    if job.subject["stuck"] == "before":
+        _sleep_then_mark(job)
+    first = ctx.step("first", lambda: "first")
+    if job.subject["stuck"] == "between":
+        _sleep_then_mark(job)
+    return [first, ctx.step("second", lambda: "second")]
+
+
 @job("deadlines_quick")
 def deadlines_quick(job, ctx):
     return ctx.step("only", lambda: "quick")
