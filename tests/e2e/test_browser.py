@@ -45,7 +45,7 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 VIEWPORT = {"width": 1400, "height": 900}
-TIMEOUT_MS = 10_000  # every wait for the page is bounded by this
+TIMEOUT_MS = 30_000  # every wait for the page is bounded by this: room for a loaded machine
 PASSWORD = "correct horse battery staple"
 DOCS_IMAGES = REPO_ROOT / "docs" / "images"
 
