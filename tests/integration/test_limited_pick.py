@@ -5,7 +5,7 @@ worker's queues, and never one not due yet; with no limit full, behind more jobs
 than its window reads, too. On every database (MariaDB/MySQL keep the plain pick,
 which must agree).
 
-How much such a claim reads: tests/integration/test_database.py.
+How much such a claim reads: tests/integration/test_query_plans.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Job kinds for the tests of workers and their database (tests/integration/test_database.py,
-tests/e2e/test_database_workers.py).
+tests/integration/test_query_plans.py, tests/e2e/test_database_workers.py).
 
 ``database_two_steps`` runs the steps ``fetch`` and ``store``. Each step writes a ``SideEffect``
 row named ``"<job id>:<step>"`` (so a test counts how often a step really ran, across processes)
