@@ -5,7 +5,7 @@
 - A first run takes its steps from the kind's declaration instead of reading them, and goes by
   the rows when the declaration changed since the enqueue.
 - On PostgreSQL only claims and steps marked running skip waiting for the disk (the crash test
-  is ``test_database.test_workers_ride_out_a_postgresql_restart[immediate]``), and only these
+  is ``test_database_workers.test_workers_ride_out_a_postgresql_restart[immediate]``), and only these
   statements are prepared.
 - Whoever watches the queries (``CaptureQueriesContext``, ``DEBUG``) sees these statements too.
 - What the kept statements write and read is what the ORM writes and reads (empty values written
