@@ -280,13 +280,16 @@ class MemoryLease:
         log_line: str | None = None,
         trim: bool = True,
         then_claim: Callable[[], bool] | None = None,
+        if_running: bool = False,
     ) -> MemoryLease | None:
         """Apply the outcome and give the job up; no next job is claimed with it."""
         self.finishing = True
         row = self._held()
         for step in steps:
             stored = self._row_of(step)
-            for name, value in outcome_of_step(step).items() if stored is not None else ():
+            if stored is None or (if_running and stored.state != StepState.RUNNING):
+                continue
+            for name, value in outcome_of_step(step).items():
                 setattr(stored, name, value)
         given_up = {"locked_by": "", "locked_at": None, "lease_token": ""}
         self.store.change(row, ({**fields, **given_up}, log_line or ""), trim)

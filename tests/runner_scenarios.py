@@ -14,9 +14,10 @@ from datetime import timedelta
 
 import pytest
 
+from django_durajobs.engine.runner import abandon
 from django_durajobs.status import Phase, Status, StepState
 from django_durajobs.testing import clock
-from tests.testapp.kinds_runner import AT, READY, RUNS
+from tests.testapp.kinds_runner import AT, CONTEXTS, READY, RUNS
 
 
 def states(store, job, phase: str = Phase.RUN) -> dict[str, str]:
@@ -39,6 +40,7 @@ class RunnerScenarios:
         AT.clear()
         RUNS.clear()
         READY.clear()
+        CONTEXTS.clear()
 
     # Finishing -----------------------------------------------------------------------------------
 
@@ -271,6 +273,30 @@ class RunnerScenarios:
             assert second.error == "Step 'second' ran past its timeout of 5 s."
             now.move(30)
             assert ran(store, job) == Status.DONE
+        assert store.job(job.pk).result == {"sum": 3}
+
+    def test_a_job_given_up_just_as_its_step_was_checkpointed_never_runs_that_step_again(self, store):
+        """The worker gives a job up past its timeout without stopping its thread, and reads which
+        step is in flight as the thread last said. Given up just after a step's checkpoint, before
+        the thread said the step is over, it fails no step that is done: the retry goes on from
+        the next one. (The thread given up goes on until it writes: here it runs the second step,
+        whose checkpoint is refused.)"""
+        job = store.enqueue("runner_steps")
+
+        def given_up_as_the_first_step_was_checkpointed() -> None:
+            lease = CONTEXTS[job.pk]._lease
+            lease.timed_step, lease.step_started_ahead = "first", None  # as the thread last said
+            assert abandon(lease)
+
+        with clock() as now:
+            AT[job.pk, "between"] = given_up_as_the_first_step_was_checkpointed
+            assert store.run_next().status is None  # its writes after being given up are refused
+            retried = store.job(job.pk)
+            assert (retried.status, retried.error_code) == (Status.QUEUED, "timeout")
+            assert states(store, job)["first"] == StepState.DONE
+            now.move(60)
+            assert ran(store, job) == Status.DONE
+        assert RUNS[job.pk, "first"] == 1
         assert store.job(job.pk).result == {"sum": 3}
 
     # Losing the lease ----------------------------------------------------------------------------

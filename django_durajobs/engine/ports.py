@@ -65,10 +65,11 @@ class RunStore(Protocol):
         log_line: str | None = None,
         trim: bool = True,
         then_claim: Callable[[], bool] | None = None,
+        if_running: bool = False,
     ) -> Self | None:
-        """Write the run's outcome (a transition's fields), the steps it changed and its log
-        line, and give the job up; the worker's next job when ``then_claim()`` and one was
-        claimed with it."""
+        """Write the run's outcome (a transition's fields), the steps it changed (with
+        ``if_running``, each only where its row still says running) and its log line, and give
+        the job up; the worker's next job when ``then_claim()`` and one was claimed with it."""
         ...
 
     def steps(self, phase: str) -> list[JobStep]:

@@ -359,7 +359,8 @@ def abandon(lease: RunStore) -> bool:
     says), its step in flight is marked failed (one marked running ahead of the run and not yet
     opened goes back to pending), and the lease is given up in the same fenced write, so whatever
     the late thread writes afterwards is refused. False when the job was no longer this lease's
-    (it finished meanwhile).
+    (it finished meanwhile). The steps are written only where they still say running: the
+    thread, not stopped, may have finished the one the worker took to be in flight.
     """
     job = lease.job
     # Read before the step in flight: the run sets the step it opens in flight before it is no
@@ -384,7 +385,7 @@ def abandon(lease: RunStore) -> bool:
     elif ahead is not None:
         steps.append(JobStep(job_id=job.pk, phase=phase, step_id=ahead, state=StepState.PENDING))
     try:
-        lease.finish(outcome.fields, steps, outcome.log_line)
+        lease.finish(outcome.fields, steps, outcome.log_line, if_running=True)
     except LeaseLost:
         return False
     logger.error("Job %s (%s) abandoned: %s", job.pk, job.kind, outcome.log_line)

@@ -134,10 +134,17 @@ class Lease:
         return sql.statement(db, ("update job", assignments), update), [*params, self.job.id, self.token]
 
     def _update_step(
-        self, db: BaseDatabaseWrapper, step: JobStep, fields: dict[str, Any], *, start: bool = False
+        self,
+        db: BaseDatabaseWrapper,
+        step: JobStep,
+        fields: dict[str, Any],
+        *,
+        start: bool = False,
+        if_running: bool = False,
     ) -> int:
-        """Write ``fields`` to ``step`` if the job is still ours; a start also needs no cancel or pause
-        request (and, outside a transaction, need not wait for the disk: see ``no_flush``).
+        """Write ``fields`` to ``step`` if the job is still ours (with ``if_running``, and the step's
+        row still says running); a start also needs no cancel or pause request (and, outside a
+        transaction, need not wait for the disk: see ``no_flush``).
 
         The step is found by job, phase and step id, so a step taken from its kind's
         declaration (``JobContext.steps``) needs no id. Returns the number of rows changed.
@@ -150,17 +157,20 @@ class Lease:
             not_cancelled = (
                 f" AND {quote('cancel_requested')} = %s AND {quote('pause_requested')} = %s" if start else ""
             )
+            running = f" AND {quote('state')} = %s" if if_running else ""
             return (
                 f"UPDATE {sql.table(db, JobStep)} SET {assignments.sql} "
-                f"WHERE {quote('job_id')} = %s AND {quote('phase')} = %s AND {quote('step_id')} = %s "
+                f"WHERE {quote('job_id')} = %s AND {quote('phase')} = %s "
+                f"AND {quote('step_id')} = %s{running} "
                 f"AND EXISTS (SELECT 1 FROM {sql.table(db, Job)} "
                 f"WHERE {quote('id')} = %s AND {quote('lease_token')} = %s{not_cancelled}){flush}"
             )
 
-        params += [self.job.id, step.phase, step.step_id, self.job.id, self.token]
+        params += [self.job.id, step.phase, step.step_id]
+        params += [StepState.RUNNING, self.job.id, self.token] if if_running else [self.job.id, self.token]
         if start:
             params += [False, False]
-        statement = sql.statement(db, ("update step", assignments, start, flush), update)
+        statement = sql.statement(db, ("update step", assignments, start, flush, if_running), update)
         return sql.run(db, statement, params)
 
     def renew(self, **fields: Any) -> None:
@@ -277,8 +287,10 @@ class Lease:
         log_line: str | None = None,
         trim: bool = True,
         then_claim: Callable[[], bool] | None = None,
+        if_running: bool = False,
     ) -> Lease | None:
         """Apply the run's outcome and give the job up, fenced: nothing is written if it is no longer ours.
+        With ``if_running``, each of ``steps`` only where its row still says running.
 
         When ``then_claim()`` says so, the same statement (or transaction) also claims this
         worker's next queued job, and returns its lease: a worker that keeps busy pays one round
@@ -326,7 +338,7 @@ class Lease:
                 return claimed
             with sql.transaction(db, statements_only=not trim):
                 for step in steps:  # while the job is still ours: the update below gives it up
-                    self._update_step(db, step, outcome_of_step(step))
+                    self._update_step(db, step, outcome_of_step(step), if_running=if_running)
                 if not sql.run(db, update, params):
                     raise self._lost()
                 if log_line:

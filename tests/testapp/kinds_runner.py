@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django_durajobs import EventTimeout, job
 from django_durajobs.errors import JobTimeout
@@ -18,6 +19,8 @@ AT: dict[tuple[int, str], Callable[[], object]] = {}
 RUNS: Counter[tuple[int, str]] = Counter()
 #: Jobs whose timed wait finds what it waits for, and that need not run later.
 READY: set[int] = set()
+#: The context of each job's latest run, for a test that acts on the run as its worker would.
+CONTEXTS: dict[int, Any] = {}
 
 
 def at(job, where: str) -> None:
@@ -44,6 +47,7 @@ def _step_work(job, ctx, step_id: str, value: int) -> int:
     timeout=10,
 )
 def runner_steps(job, ctx):
+    CONTEXTS[job.pk] = ctx
     first = ctx.step("first", lambda: _step_work(job, ctx, "first", 1))
     at(job, "between")
     second = ctx.step(
