@@ -80,17 +80,14 @@ def test_a_step_stuck_past_its_timeout_is_given_up_while_the_worker_goes_on(chil
     assert log.count("abandoned") >= 2
 
 
-# Deadlines of questions ----------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("stuck", ["before", "between"])
 def test_a_job_stuck_outside_its_steps_past_its_timeout_leaves_no_step_running(
     child_env, runjobs, tmp_path, stuck
 ):
-    """The claim (before the first step, on PostgreSQL) or the first step's checkpoint (between the two) marks
-    the next step running ahead of the run; a job given up before its run opens that step puts
-    it back to pending, in the same write that fails the job: no step of a failed job shows as
-    running."""
+    """The claim (before the first step, on PostgreSQL) or the first step's checkpoint (between
+    the two) marks the next step running ahead of the run; a job given up before its run opens
+    that step puts it back to pending, in the same write that fails the job: no step of a failed
+    job shows as running."""
     given_up, _ = enqueue(
         "deadlines_stuck_outside_steps",
         subject={"stuck": stuck, "sleep": 60, "dir": str(tmp_path)},
